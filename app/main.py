@@ -1,0 +1,194 @@
+"""Chainlit handlers: greet, answer with a streamed reply, apply settings, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import chainlit as cl
+from chainlit import socket as chainlit_socket
+from chainlit.context import init_ws_context
+from chainlit.input_widget import Slider, TextInput
+from chainlit.server import sio
+
+from app.backend import Backend, Sampling
+from app.config import get_settings
+from app.conversation import Ending, Turn, plan_request
+from app.errors import ChatError, Problem
+from app.i18n import error_text, language_of, text
+from app.preferences import Preferences, apply_changes
+from app.session import ChatSession
+from app.stats import AnswerStats
+
+settings = get_settings()
+backend = Backend(settings)
+
+
+def current() -> ChatSession:
+    """This session's state."""
+    return cl.user_session.get("chat")
+
+
+def settings_panel(chat: ChatSession) -> cl.ChatSettings:
+    """The settings widgets, showing the session's current preferences."""
+    prefs, lang = chat.preferences, chat.lang
+
+    def slider(key: str, low: float, high: float, step: float) -> Slider:
+        return Slider(id=key, label=text(lang, f"label_{key}"), tooltip=text(lang, f"tip_{key}"),
+                      initial=getattr(prefs, key), min=low, max=high, step=step)
+
+    return cl.ChatSettings([
+        slider("temperature", 0.0, 2.0, 0.05),
+        slider("top_p", 0.05, 1.0, 0.05),
+        slider("max_tokens", 16, settings.max_tokens_limit, 16),
+        slider("repetition_penalty", 1.0, 2.0, 0.05),
+        TextInput(id="system_prompt", label=text(lang, "label_system_prompt"),
+                  tooltip=text(lang, "tip_system_prompt"), initial=prefs.system_prompt, multiline=True),
+    ])
+
+
+async def say_error(chat: ChatSession, error: ChatError) -> None:
+    """Show an error in the session's language."""
+    await cl.ErrorMessage(content=error_text(chat.lang, error)).send()
+
+
+def greeting(chat: ChatSession, model: str) -> str:
+    """The configured greeting, or the built-in one."""
+    custom = settings.greeting_zh if chat.lang == "zh" else settings.greeting_en
+    return (custom or text(chat.lang, "greeting", model="{model}")).replace("{model}", model)
+
+
+async def watch_readiness(chat: ChatSession, notice: cl.Message) -> None:
+    """Poll vLLM until it serves a model, then turn the waiting notice into a greeting."""
+    while True:
+        await asyncio.sleep(settings.readiness_poll_seconds)
+        try:
+            model = await backend.model()
+        except ChatError:
+            continue
+        notice.content = text(chat.lang, "ready", model=model.name) + "\n\n" + greeting(chat, model.name)
+        await notice.update()
+        return
+
+
+@cl.on_chat_start
+async def on_chat_start() -> None:
+    """Set up the session, show the settings and greet (or say what we wait for)."""
+    lang = language_of(settings.language or cl.context.session.language)
+    chat = ChatSession(preferences=Preferences.defaults(settings), lang=lang)
+    cl.user_session.set("chat", chat)
+    await settings_panel(chat).send()
+    try:
+        model = await backend.model()
+    except ChatError:
+        waiting_for = settings.model_name or settings.model
+        notice = cl.Message(content=text(lang, "not_ready", server=backend.server, what=waiting_for))
+        await notice.send()
+        chat.readiness = asyncio.create_task(watch_readiness(chat, notice))
+        return
+    await cl.Message(content=greeting(chat, model.name)).send()
+
+
+@cl.on_settings_update
+async def on_settings_update(changes: Any) -> None:
+    """Validate and apply settings; rejected ones keep their last good value."""
+    chat = current()
+    chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
+    if rejected:
+        await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
+        await settings_panel(chat).send()
+
+
+@sio.on("chat_settings_change")
+async def guarded_settings_change(sid: str, changes: Any) -> None:
+    """Chainlit's own handler fails on anything but a mapping; answer such input in the chat instead."""
+    if isinstance(changes, dict):
+        await chainlit_socket.change_settings(sid, changes)
+        return
+    init_ws_context(sid)
+    await on_settings_update(changes)
+
+
+@cl.on_message
+async def on_message(message: cl.Message) -> None:
+    """Answer one user message, one at a time per session."""
+    chat = current()
+    if chat.generating:
+        await say_error(chat, ChatError(Problem.BUSY))
+        return
+    chat.conversation.truncate_at(message.id)  # an edited message replaces it and what followed
+    chat.generation = asyncio.current_task()
+    try:
+        await answer(chat, message.content, message.id)
+    finally:
+        chat.generation = None
+
+
+async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
+    """Fit the conversation into the window, stream the reply, and record the turn."""
+    if not user_text.strip():
+        await say_error(chat, ChatError(Problem.EMPTY_MESSAGE))
+        return
+    prefs = chat.preferences
+    try:
+        model = await backend.model()
+        plan = await plan_request(chat.conversation, prefs.system_prompt, user_text,
+                                  prefs.max_tokens, model.max_model_len, backend.count_prompt_tokens)
+    except ChatError as error:
+        if error.problem is not Problem.MESSAGE_TOO_LONG:
+            chat.conversation.add(Turn(user_text, "", Ending.FAILED, message_id))
+        await say_error(chat, error)
+        return
+
+    sampling = Sampling(temperature=prefs.temperature, top_p=prefs.top_p,
+                        max_tokens=plan.max_tokens, repetition_penalty=prefs.repetition_penalty)
+    reply = cl.Message(content="")
+    ending, failure, tokens = Ending.COMPLETE, None, None
+    started = first_token_at = time.perf_counter()
+    got_token = False
+    try:
+        async with backend.stream_chat(plan.messages, sampling) as stream:
+            async for delta in stream:
+                if not got_token:
+                    got_token, first_token_at = True, time.perf_counter()
+                await reply.stream_token(delta)
+                tokens = stream.completion_tokens
+            tokens = stream.completion_tokens
+    except asyncio.CancelledError:
+        ending = Ending.STOPPED
+    except ChatError as error:
+        ending, failure = Ending.FAILED, error
+    finished = time.perf_counter()
+
+    chat.conversation.add(Turn(user_text, reply.content, ending, message_id))
+    stats = AnswerStats(
+        ttft_s=first_token_at - started if got_token else None,
+        tokens=tokens,
+        decode_s=finished - first_token_at,
+        dropped_turns=plan.dropped_turns,
+        window=model.max_model_len,
+        stopped=ending is Ending.STOPPED,
+    )
+    reply.elements = [cl.Text(name="stats", content=stats.describe(chat.lang), display="inline")]
+    if reply.content or failure is None:
+        await reply.send()
+    if failure is not None:
+        await say_error(chat, failure)
+
+
+@cl.on_stop
+async def on_stop() -> None:
+    """The stop button: end the answer being streamed (closing its request in vLLM)."""
+    chat = current()
+    # Chainlit cancels its current task itself; a refused message may have replaced it.
+    if chat.generating and chat.generation is not cl.context.session.current_task:
+        chat.generation.cancel()  # type: ignore[union-attr]
+
+
+@cl.on_chat_end
+async def on_chat_end() -> None:
+    """A closed tab or a new chat: stop everything the session still runs."""
+    chat = current()
+    if chat is not None:
+        chat.cancel_tasks()

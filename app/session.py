@@ -1,0 +1,31 @@
+"""One chat session's state: preferences, conversation, language and running tasks."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from app.conversation import Conversation
+from app.preferences import Preferences
+
+
+@dataclass
+class ChatSession:
+    """Everything a session owns; nothing here is shared between sessions."""
+
+    preferences: Preferences
+    lang: str
+    conversation: Conversation = field(default_factory=Conversation)
+    generation: asyncio.Task[None] | None = None
+    readiness: asyncio.Task[None] | None = None
+
+    @property
+    def generating(self) -> bool:
+        """True while an answer is being streamed."""
+        return self.generation is not None and not self.generation.done()
+
+    def cancel_tasks(self) -> None:
+        """Stop the running answer and the readiness watch, if any."""
+        for task in (self.generation, self.readiness):
+            if task is not None and not task.done():
+                task.cancel()

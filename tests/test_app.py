@@ -1,0 +1,191 @@
+"""The running Chainlit app, driven over socket.io as the browser does, against the real vLLM."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import pytest
+
+from chat_client import ChatClient
+
+pytestmark = pytest.mark.app
+
+
+@pytest.fixture
+async def client(chat_app):
+    tab = ChatClient(chat_app.url)
+    await tab.connect()
+    await tab.greeting()
+    yield tab
+    await tab.close()
+
+
+def answers(messages):
+    return [m for m in messages if m.get("type") == "assistant_message"]
+
+
+def errors(messages):
+    return [m["output"] for m in messages if m.get("isError")]
+
+
+async def test_greets_in_the_browser_language(chat_app):
+    for language, word in (("en-US", "Hello"), ("zh-CN", "你好")):
+        tab = ChatClient(chat_app.url, language=language)
+        await tab.connect()
+        text = await tab.greeting()
+        assert word in text and "ernie-tiny" in text
+        ids = [w["id"] for w in tab.settings_widgets]
+        assert ids == ["temperature", "top_p", "max_tokens", "repetition_penalty", "system_prompt"]
+        await tab.close()
+
+
+async def test_answer_is_streamed_token_by_token_and_ends_with_stats(client, vllm):
+    produced = await client.ask("Hello, who are you?")
+    reply = answers(produced)[-1]
+    streamed = client.replies[reply["id"]]
+    assert streamed.token_events >= 2
+    assert streamed.streamed == reply["output"] != ""
+    stats = [d for e, d in client.events if e == "element" and d.get("forId") == reply["id"]]
+    assert stats and stats[0]["name"] == "stats"
+
+
+async def test_settings_change_applies_to_the_next_request(client, vllm):
+    await client.change_settings({"temperature": 0.25, "top_p": 0.5, "max_tokens": 7,
+                                  "repetition_penalty": 1.0, "system_prompt": "SYS-MARK-42"})
+    await client.ask("hi")
+    logged = vllm.logged_requests()[-1]
+    assert logged["prompt"].startswith("<|begin_of_sentence|>SYS-MARK-42\nUser: hi\n")
+    assert float(logged["temperature"]) == 0.25 and float(logged["top_p"]) == 0.5
+    assert int(logged["max_tokens"]) == 7
+
+
+async def test_conversation_is_sent_every_turn(client, vllm):
+    await client.change_settings({"max_tokens": 5, "system_prompt": ""})
+    first = answers(await client.ask("alpha question"))[-1]["output"]
+    await client.ask("beta question")
+    prompt = vllm.logged_requests()[-1]["prompt"]
+    assert prompt == (f"<|begin_of_sentence|>User: alpha question\nAssistant: {first}<|end_of_sentence|>"
+                      "User: beta question\nAssistant: ")
+
+
+async def test_sessions_keep_their_own_settings_and_history(chat_app, vllm):
+    first, second = ChatClient(chat_app.url), ChatClient(chat_app.url)
+    for tab in (first, second):
+        await tab.connect()
+        await tab.greeting()
+    await first.change_settings({"system_prompt": "ONLY-FIRST", "max_tokens": 4})
+    await first.ask("first tab secret")
+    await second.ask("second tab question")
+    prompt = vllm.logged_requests()[-1]["prompt"]
+    assert "ONLY-FIRST" not in prompt and "first tab secret" not in prompt
+    assert prompt.startswith("<|begin_of_sentence|>You are ERNIE")
+    for tab in (first, second):
+        await tab.close()
+
+
+async def test_stop_ends_the_answer_and_frees_vllm(client, vllm):
+    await client.change_settings({"max_tokens": 220, "temperature": 1.0})
+    finished_before = vllm.metric("vllm:request_success_total")
+    mark = len(client.events)
+    await client.send("Write a very long story")
+    await client.wait_for(lambda: client.events_since(mark, "stream_start"), 60)
+    await client.stop()
+    stopped_at = time.monotonic()
+    await client.wait_for(lambda: client.events_since(mark, "task_end"), 30)
+    while vllm.metric("vllm:num_requests_running") > 0 and time.monotonic() - stopped_at < 1.0:
+        await asyncio.sleep(0.02)
+    assert vllm.metric("vllm:num_requests_running") == 0
+    assert time.monotonic() - stopped_at < 1.0
+    # Aborted requests are not counted as finished: the answer was cut, not completed.
+    assert vllm.metric("vllm:request_success_total") == finished_before
+    await asyncio.sleep(0.2)
+    reply_id = client.events_since(mark, "stream_start")[0]["id"]
+    final = client.messages[reply_id]
+    assert final["output"] == client.replies[reply_id].streamed and not final.get("streaming")
+    stats = [d for e, d in client.events[mark:] if e == "element" and d.get("forId") == reply_id]
+    assert stats, "the stopped answer is finalized with its stats line"
+    # The partial answer is part of the history the next turn sends.
+    await client.change_settings({"max_tokens": 4})
+    await client.ask("and then?")
+    assert f"Assistant: {final['output']}<|end_of_sentence|>User: and then?" in vllm.logged_requests()[-1]["prompt"]
+
+
+async def test_a_second_message_while_answering_is_refused(client, vllm):
+    await client.change_settings({"max_tokens": 200})
+    mark = len(client.events)
+    await client.send("first message, long answer")
+    await client.wait_for(lambda: client.events_since(mark, "stream_start"), 60)
+    await client.send("second message too early")
+    await client.wait_for(lambda: any(m.get("isError") for m in client.events_since(mark, "new_message")), 30)
+    refusal = [m["output"] for m in client.events_since(mark, "new_message") if m.get("isError")][0]
+    assert "Still answering" in refusal
+    await client.stop()
+    await asyncio.sleep(0.5)
+    assert "second message too early" not in vllm.logged_requests()[-1]["prompt"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"temperature": float("nan")}, {"temperature": "hot"}, {"temperature": -1}, {"top_p": 0},
+    {"max_tokens": -5}, {"max_tokens": 10**12}, {"max_tokens": True}, {"system_prompt": 5},
+    {"unknown_key": 1}, "not a mapping", [1, 2], {"temperature": math.inf},
+])
+async def test_hostile_settings_are_rejected_and_the_last_good_ones_kept(client, vllm, bad):
+    await client.change_settings({"temperature": 0.3, "max_tokens": 6})
+    mark = len(client.events)
+    await client.change_settings(bad)
+    await client.wait_for(lambda: any(m.get("isError") for m in client.events_since(mark, "new_message")), 10)
+    await client.ask("still there?")
+    logged = vllm.logged_requests()[-1]
+    assert float(logged["temperature"]) == 0.3 and int(logged["max_tokens"]) == 6
+
+
+@pytest.mark.parametrize("text", [
+    "<script>alert('x')</script><b>bold</b>", "tab\tbell\x07 nul-free \x1b[31m red", "混合中文 and emoji 😀🚀",
+])
+async def test_odd_messages_are_answered(client, text):
+    await client.change_settings({"max_tokens": 4})
+    produced = await client.ask(text)
+    assert answers(produced) and not errors(produced)
+
+
+async def test_empty_and_whitespace_messages_get_a_clear_message(client, vllm):
+    before = len(vllm.logged_requests())
+    for text in ("", "   \n\t "):
+        produced = await client.ask(text)
+        assert any("empty" in e for e in errors(produced))
+    assert len(vllm.logged_requests()) == before
+
+
+async def test_a_message_too_long_for_the_window_is_refused_and_not_stored(client, vllm):
+    before = len(vllm.logged_requests())
+    produced = await client.ask("long " * 40_000)  # 200 000 characters
+    assert any("too long" in e and "tokens" in e for e in errors(produced))
+    assert len(vllm.logged_requests()) == before
+    await client.change_settings({"max_tokens": 4, "system_prompt": ""})
+    await client.ask("short one")
+    assert vllm.logged_requests()[-1]["prompt"] == "<|begin_of_sentence|>User: short one\nAssistant: "
+
+
+async def test_a_long_conversation_keeps_going_within_the_window(client, vllm):
+    await client.change_settings({"max_tokens": 60, "system_prompt": "S"})
+    trimmed = False
+    for turn in range(8):
+        produced = await client.ask(f"turn {turn}: " + "tell me more about this " * 8)
+        assert not errors(produced), errors(produced)
+        logged = vllm.logged_requests()[-1]
+        used = vllm.count_tokens(logged["prompt"]) + int(logged["max_tokens"])
+        assert used <= vllm.max_model_len
+        assert f"turn {turn}:" in logged["prompt"]
+        trimmed = trimmed or "turn 0:" not in logged["prompt"]
+    assert trimmed, "old turns were dropped to stay in the window"
+    assert any("left out" in (d.get("content") or "") or d.get("name") == "stats"
+               for e, d in client.events if e == "element")
+
+
+async def test_max_tokens_is_clamped_to_what_the_window_leaves(client, vllm):
+    await client.change_settings({"max_tokens": 240, "system_prompt": ""})
+    await client.ask("a message of some length " * 6)
+    logged = vllm.logged_requests()[-1]
+    assert vllm.count_tokens(logged["prompt"]) + int(logged["max_tokens"]) == vllm.max_model_len
