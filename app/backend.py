@@ -96,7 +96,13 @@ class ChatStream:
                     if choice.delta.content:
                         yield choice.delta.content
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise to_chat_error(exc, self._server) from exc
+            error = to_chat_error(exc, self._server)
+            if error.problem is Problem.UNREACHABLE:  # it was reachable: the answer was cut off
+                error = ChatError(Problem.INTERRUPTED, server=self._server)
+            raise error from exc
+        if self.finish_reason is None:
+            # The stream ended without saying why: the server went away mid-answer.
+            raise ChatError(Problem.INTERRUPTED, server=self._server)
 
 
 class Backend:

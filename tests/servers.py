@@ -154,12 +154,11 @@ class ChatApp:
     def start(self, timeout: float = 90) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "VLLM_BASE_URL": self.vllm.base_url, "API_KEY": self.vllm.api_key,
-               "READINESS_POLL_SECONDS": "0.5", **self.extra_env}
-        chainlit = Path(sys.executable).parent / "chainlit"
+               "READINESS_POLL_SECONDS": "0.5", "CHAT_HOST": "127.0.0.1", "CHAT_PORT": str(self.port),
+               **self.extra_env}
         log = open(LOGS / f"chainlit-{self.vllm.name}-{self.port}.log", "ab")
-        self.process = subprocess.Popen(
-            [str(chainlit), "run", "app/main.py", "--headless", "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
         wait_http(self.url + "/", self.process, timeout, {})
 
     def stop(self) -> None:

@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
-from dotenv import load_dotenv
+from app.config import get_settings
 
 
 def wait_for_models(url: str, api_key: str, server: subprocess.Popen[bytes], timeout: float) -> bool:
@@ -40,22 +40,18 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> int:
-    load_dotenv(override=False)
-    host, port = os.environ.get("VLLM_HOST", "127.0.0.1"), os.environ.get("VLLM_PORT", "8000")
-    chat_host, chat_port = os.environ.get("CHAT_HOST", "127.0.0.1"), os.environ.get("CHAT_PORT", "7860")
-    models_url = os.environ.get("VLLM_BASE_URL", f"http://{host}:{port}/v1").rstrip("/") + "/models"
+    settings = get_settings()
+    models_url = settings.vllm_base_url.rstrip("/") + "/models"
     server = subprocess.Popen([sys.executable, "-m", "serving"], start_new_session=True)
     processes = [server]
     try:
         print(f"waiting for vLLM at {models_url} ...", flush=True)
-        if not wait_for_models(models_url, os.environ.get("API_KEY", ""), server, timeout=1800):
+        if not wait_for_models(models_url, settings.api_key.get_secret_value(), server, timeout=1800):
             print("vLLM did not start; see its output above.", file=sys.stderr)
             return 1
-        chainlit = os.path.join(os.path.dirname(sys.executable), "chainlit")
-        chat = subprocess.Popen([chainlit, "run", "app/main.py", "--headless", "--host", chat_host,
-                                 "--port", chat_port], start_new_session=True)
+        chat = subprocess.Popen([sys.executable, "-m", "app"], start_new_session=True)
         processes.append(chat)
-        print(f"\nChat UI: http://localhost:{chat_port}  (Ctrl-C stops the UI and vLLM)\n", flush=True)
+        print("Ctrl-C stops the chat UI and vLLM.", flush=True)
         while all(p.poll() is None for p in processes):
             time.sleep(0.5)
         return 1

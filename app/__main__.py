@@ -1,0 +1,24 @@
+"""`python -m app`: start the Chainlit UI on the configured host and port."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from app.config import get_settings
+
+
+def main() -> None:
+    settings = get_settings()
+    chainlit = Path(sys.executable).with_name("chainlit")
+    main_py = Path(__file__).with_name("main.py")
+    print(f"Chat UI: http://localhost:{settings.chat_port}", flush=True)
+    # Chainlit reads .chainlit/ and chainlit*.md from the working directory: the project root.
+    os.chdir(main_py.parent.parent)
+    os.execv(chainlit, [str(chainlit), "run", str(main_py), "--headless",
+                        "--host", settings.chat_host, "--port", str(settings.chat_port)])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""A small local OpenAI-compatible HTTP server with switchable failures, for fast unit tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeState:
+    """What the fake server does next, and what it received."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"  # ok | status | drop | slow
+        self.status = 500
+        self.reply = ["Hello", ", ", "world", "!"]
+        self.window = 64
+        self.requests: list[dict[str, Any]] = []
+
+
+def count_tokens(messages: list[dict[str, str]]) -> int:
+    """The fake tokenizer: one token per word plus two per message plus one for the prompt."""
+    return 1 + sum(2 + len(m["content"].split()) for m in messages)
+
+
+def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _json(self, code: int, body: object) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path == "/v1/models":
+                self._json(200, {"object": "list", "data": [
+                    {"id": "fake-ernie", "object": "model", "owned_by": "test", "max_model_len": state.window}]})
+            else:
+                self._json(404, {"error": {"message": "no such path"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.requests.append({"path": self.path, **body})
+            if state.mode == "status":
+                self._json(state.status, {"error": {"message": f"fake failure {state.status}",
+                                                    "type": "test", "code": state.status}})
+                return
+            if self.path == "/tokenize":
+                self._json(200, {"count": count_tokens(body["messages"]), "max_model_len": state.window})
+                return
+            if state.mode == "slow":
+                time.sleep(3)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for index, piece in enumerate(state.reply):
+                if state.mode == "drop" and index == 2:
+                    self.connection.shutdown(2)
+                    return
+                self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                             "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index}})
+            self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None})
+            self._event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(state.reply),
+                                                  "total_tokens": 3 + len(state.reply)}})
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+            self.close_connection = True
+
+        def _event(self, chunk: dict[str, Any]) -> None:
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                     "model": "fake-ernie", **chunk}
+            self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+@contextmanager
+def fake_openai_server() -> Iterator[tuple[str, FakeState]]:
+    """Serve the fake API on a free loopback port in a thread; yield its /v1 URL and state."""
+    state = FakeState()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", state
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,104 @@
+"""Error conversion of the vLLM client, against a local fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.backend import Backend, Sampling
+from app.config import Settings
+from app.errors import ChatError, Problem
+from app.i18n import error_text
+from fake_openai import fake_openai_server
+from servers import free_port
+
+SAMPLING = Sampling(temperature=0.5, top_p=0.9, max_tokens=8)
+
+
+@pytest.fixture
+def fake():
+    with fake_openai_server() as (url, state):
+        yield Backend(Settings(vllm_base_url=url, request_timeout=1.0)), state
+
+
+async def stream_text(backend: Backend) -> str:
+    async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
+        return "".join([piece async for piece in stream])
+
+
+async def test_streams_text_and_usage(fake):
+    backend, state = fake
+    async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
+        text = "".join([piece async for piece in stream])
+    assert text == "Hello, world!"
+    assert stream.completion_tokens == 4 and stream.finish_reason == "stop"
+    sent = state.requests[-1]
+    assert sent["stream"] is True and sent["max_tokens"] == 8 and sent["temperature"] == 0.5
+    assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+
+
+async def test_unreachable_server():
+    backend = Backend(Settings(vllm_base_url=f"http://127.0.0.1:{free_port()}/v1"))
+    with pytest.raises(ChatError) as caught:
+        await stream_text(backend)
+    assert caught.value.problem is Problem.UNREACHABLE
+    assert "make serve" in error_text("en", caught.value)
+
+
+@pytest.mark.parametrize("status, problem", [
+    (401, Problem.UNAUTHORIZED), (403, Problem.UNAUTHORIZED), (404, Problem.MODEL_MISSING),
+    (400, Problem.REJECTED), (500, Problem.SERVER_ERROR), (503, Problem.SERVER_ERROR),
+])
+async def test_http_errors_map_to_causes(fake, status, problem):
+    backend, state = fake
+    await backend.model()
+    state.mode, state.status = "status", status
+    with pytest.raises(ChatError) as caught:
+        await stream_text(backend)
+    assert caught.value.problem is problem
+    assert error_text("en", caught.value) and error_text("zh", caught.value)
+
+
+async def test_rejection_carries_the_servers_reason(fake):
+    backend, state = fake
+    await backend.model()
+    state.mode, state.status = "status", 400
+    with pytest.raises(ChatError) as caught:
+        await stream_text(backend)
+    assert caught.value.details["reason"] == "fake failure 400"
+
+
+async def test_connection_dropped_mid_stream(fake):
+    backend, state = fake
+    state.mode = "drop"
+    received: list[str] = []
+    with pytest.raises(ChatError) as caught:
+        async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
+            async for piece in stream:
+                received.append(piece)
+    assert caught.value.problem is Problem.INTERRUPTED
+    assert received == ["Hello", ", "]
+
+
+async def test_timeout(fake):
+    backend, state = fake
+    state.mode = "slow"
+    with pytest.raises(ChatError) as caught:
+        await stream_text(backend)
+    assert caught.value.problem is Problem.TIMEOUT
+
+
+async def test_token_count_uses_the_tokenize_endpoint(fake):
+    backend, state = fake
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "one two three"}]
+    assert await backend.count_prompt_tokens(messages) == 1 + (2 + 2) + (2 + 3)
+    assert state.requests[-1]["path"] == "/tokenize" and state.requests[-1]["add_generation_prompt"] is True
+
+
+async def test_model_is_rediscovered_after_the_server_went_away(fake):
+    backend, state = fake
+    assert (await backend.model()).max_model_len == 64
+    state.mode = "drop"
+    with pytest.raises(ChatError):
+        await stream_text(backend)
+    state.window, state.mode = 128, "ok"
+    assert (await backend.model()).max_model_len == 128

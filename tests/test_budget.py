@@ -1,0 +1,81 @@
+"""Context budgeting: properties over random conversations, with an exact fake token counter."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Turn, plan_request
+from app.errors import ChatError, Problem
+from fake_openai import count_tokens
+
+
+async def counter(messages):
+    return count_tokens(messages)
+
+
+def words(n: int) -> str:
+    return " ".join(["w"] * n)
+
+
+conversations = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=conversations, system=st.integers(0, 30), new=st.integers(0, 80),
+       max_tokens=st.integers(1, 300), window=st.integers(16, 400))
+def test_plan_fits_keeps_the_newest_turns_and_drops_as_few_as_possible(turns, system, new, max_tokens, window):
+    conversation = Conversation([Turn(words(u), words(a)) for u, a in turns])
+    system_prompt, user_text = words(system), words(new) + " newest"
+    try:
+        plan = asyncio.run(plan_request(conversation, system_prompt, user_text, max_tokens, window, counter))
+    except ChatError as error:
+        assert error.problem is Problem.MESSAGE_TOO_LONG
+        alone = count_tokens(conversation.messages(system_prompt, user_text, skip=len(turns)))
+        assert alone + min(max_tokens, MIN_REPLY_TOKENS) > window
+        assert error.details == {"tokens": alone, "limit": window - min(max_tokens, MIN_REPLY_TOKENS)}
+        return
+    assert plan.prompt_tokens == count_tokens(plan.messages)
+    assert plan.prompt_tokens + plan.max_tokens <= window
+    assert 1 <= plan.max_tokens <= max_tokens
+    assert plan.messages == conversation.messages(system_prompt, user_text, skip=plan.dropped_turns)
+    if system:
+        assert plan.messages[0] == {"role": "system", "content": system_prompt}
+    assert plan.messages[-1] == {"role": "user", "content": user_text}
+    if plan.dropped_turns:
+        fewer = conversation.messages(system_prompt, user_text, skip=plan.dropped_turns - 1)
+        assert count_tokens(fewer) + max_tokens > window, "dropped more turns than needed"
+    if plan.max_tokens < max_tokens:
+        assert plan.dropped_turns == len(turns), "max_tokens clamped only once all history is gone"
+        assert plan.prompt_tokens + plan.max_tokens == window, "the clamped request fills the window exactly"
+
+
+def test_unknown_window_sends_everything_without_counting():
+    async def never(_):
+        raise AssertionError("no counting without a window")
+    conversation = Conversation([Turn("a", "b")])
+    plan = asyncio.run(plan_request(conversation, "sys", "new", 100, 0, never))
+    assert plan.dropped_turns == 0 and plan.max_tokens == 100 and len(plan.messages) == 4
+
+
+def test_empty_system_prompt_sends_no_system_message():
+    assert Conversation().messages("  ", "hi") == [{"role": "user", "content": "hi"}]
+
+
+def test_edited_message_replaces_its_turn_and_everything_after():
+    conversation = Conversation([Turn("one", "1", message_id="a"), Turn("two", "2", Ending.STOPPED, "b"),
+                                 Turn("three", "3", message_id="c")])
+    conversation.truncate_at("b")
+    assert [t.user for t in conversation.turns] == ["one"]
+    conversation.truncate_at("unknown")
+    assert [t.user for t in conversation.turns] == ["one"]
+
+
+@pytest.mark.parametrize("window, max_tokens, expected", [(100, 10, 10), (30, 50, None)])
+def test_single_message_budget(window, max_tokens, expected):
+    plan = asyncio.run(plan_request(Conversation(), "", words(5), max_tokens, window, counter))
+    prompt = count_tokens([{"role": "user", "content": words(5)}])
+    assert plan.max_tokens == (expected or window - prompt)

@@ -1,0 +1,115 @@
+"""The serving planner: flags computed per machine, every command accepted by vLLM's own parser."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from serving.machine import Gpu, Machine
+from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_VENV = os.environ.get("SERVER_VENV", str(ROOT / ".venv-vllm"))
+GIB = 2**30
+
+# baidu/ERNIE-4.5-0.3B-PT's config.json, the fields that size memory.
+ERNIE_CONFIG = {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18,
+                "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128,
+                "vocab_size": 103424, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+ERNIE = ModelShape.from_config(ERNIE_CONFIG)
+
+MACHINES = {
+    "cpu-2-cores": Machine(cpus=2, physical_cores=2, cpu_flags=frozenset({"avx512f", "avx512_bf16"}),
+                           available_memory_bytes=23 * GIB, libraries={"iomp5": "/x/libiomp5.so",
+                                                                       "tcmalloc": "/y/libtcmalloc_minimal.so.4"}),
+    "gpu-24gb": Machine(cpus=16, physical_cores=8, cpu_flags=frozenset({"avx2"}), available_memory_bytes=64 * GIB,
+                        gpus=(Gpu("NVIDIA L4", 24 * GIB),)),
+    "gpu-80gb": Machine(cpus=32, physical_cores=16, cpu_flags=frozenset({"avx512f"}),
+                        available_memory_bytes=256 * GIB, gpus=(Gpu("NVIDIA H100", 80 * GIB),)),
+    "cpu-8-cores-no-bf16": Machine(cpus=16, physical_cores=8, cpu_flags=frozenset({"avx2"}),
+                                   available_memory_bytes=32 * GIB),
+}
+
+
+def test_kv_cache_per_token_comes_from_the_config():
+    assert ERNIE.kv_bytes_per_token("bfloat16") == 2 * 18 * 2 * 128 * 2 == 18 * 1024
+    assert 0.35e9 < ERNIE.parameters < 0.37e9
+
+
+@pytest.mark.parametrize("name", MACHINES)
+def test_plans_per_machine(name):
+    machine = MACHINES[name]
+    plan = build_plan(ServeSettings(), machine, ERNIE, "/models/ernie", SERVER_VENV)
+    argv = plan.argv
+    assert argv[argv.index("--served-model-name") + 1] == "baidu/ERNIE-4.5-0.3B-PT"
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "8000"
+    assert "--enforce-eager" not in argv
+    assert len(plan.reasons) >= 5
+    if machine.gpus:
+        assert argv[1] == "serve" and "VLLM_CPU_KVCACHE_SPACE" not in plan.env
+        kv = int(argv[argv.index("--kv-cache-memory-bytes") + 1])
+        assert kv == int(64 * 8192 * 18 * 1024 * 1.1)
+        assert "--gpu-memory-utilization" not in argv
+    else:
+        dtype = argv[argv.index("--dtype") + 1]
+        assert dtype == ("bfloat16" if machine.has_bf16 else "float32")
+        per_token = 18 * 1024 * (1 if dtype == "bfloat16" else 2)  # the cache holds the model's dtype
+        assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == str(-(-int(16 * 8192 * per_token * 1.1) // GIB))
+        assert plan.env["VLLM_CPU_OMP_THREADS_BIND"] == f"0-{machine.physical_cores - 1}"
+        if machine.libraries:
+            assert plan.env["LD_PRELOAD"] == "/y/libtcmalloc_minimal.so.4:/x/libiomp5.so"
+
+
+def test_dev_profile_is_eager_and_api_key_stays_out_of_argv():
+    plan = build_plan(ServeSettings(profile="dev", api_key="s3cret"), MACHINES["cpu-2-cores"], ERNIE, "m", SERVER_VENV)
+    assert "--enforce-eager" in plan.argv and "s3cret" not in plan.argv
+    assert plan.env["VLLM_API_KEY"] == "s3cret" and "s3cret" not in plan.shown()
+
+
+def test_a_cache_that_cannot_fit_is_refused_with_a_clear_message():
+    with pytest.raises(ServeError, match="Lower MAX_MODEL_LEN or MAX_NUM_SEQS"):
+        build_plan(ServeSettings(max_model_len=131072, max_num_seqs=64), MACHINES["gpu-24gb"], ERNIE, "m", SERVER_VENV)
+    with pytest.raises(ServeError, match="free memory"):
+        build_plan(ServeSettings(max_model_len=131072, max_num_seqs=16), MACHINES["cpu-2-cores"], ERNIE, "m",
+                   SERVER_VENV)
+
+
+def test_settings_from_environment():
+    settings = ServeSettings.from_env({"VLLM_PORT": "8123", "MAX_NUM_SEQS": "0", "PROFILE": "dev", "MODEL": ""})
+    assert settings.vllm_port == 8123 and settings.max_num_seqs == 0 and settings.profile == "dev"
+    assert settings.model == "baidu/ERNIE-4.5-0.3B-PT"
+    with pytest.raises(ServeError):
+        ServeSettings.from_env({"DEVICE": "tpu"})
+
+
+PARSE = """
+import json, sys
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+for argv in json.loads(sys.stdin.read()):
+    make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+print("ok")
+"""
+
+
+@pytest.mark.vllm
+def test_every_generated_command_is_accepted_by_vllms_parser():
+    commands = []
+    for machine in MACHINES.values():
+        for profile in ("default", "dev"):
+            plan = build_plan(ServeSettings(profile=profile, max_num_batched_tokens=2048,
+                                            vllm_extra_args="--enable-log-requests"),
+                              machine, ERNIE, "/models/ernie", SERVER_VENV)
+            args = plan.argv[2:] if plan.argv[1] == "serve" else plan.argv[3:]
+            commands.append(args)
+    result = subprocess.run([os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE], input=json.dumps(commands),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+    broken = [["--model", "m", "--max-modle-len", "5"]]
+    result = subprocess.run([os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE], input=json.dumps(broken),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "unrecognized arguments" in result.stderr
