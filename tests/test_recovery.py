@@ -1,0 +1,61 @@
+"""vLLM absent at chat start, killed mid-answer and restarted: the session survives (real processes)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chat_client import ChatClient
+from servers import ChatApp, VllmServer
+
+pytestmark = [pytest.mark.vllm, pytest.mark.app]
+
+
+@pytest.fixture(scope="module")
+def lonely_app():
+    """An app whose vLLM is not started yet (the test starts, kills and restarts it)."""
+    server = VllmServer("recovery")
+    app = ChatApp(server)
+    app.start()
+    yield app, server
+    app.stop()
+    server.stop()
+
+
+async def test_waits_for_vllm_then_survives_its_crash(lonely_app):
+    app, server = lonely_app
+    tab = ChatClient(app.url)
+    await tab.connect()
+    notice = await tab.greeting()
+    assert "not answering yet" in notice and "make serve" in notice and server.root in notice
+
+    # Sending before vLLM is up: a clear message, the session stays.
+    produced = await tab.ask("are you there?")
+    assert any("not reachable" in m["output"] for m in produced if m.get("isError"))
+
+    await asyncio.to_thread(server.start)
+    await tab.wait_for(lambda: any("is ready" in m.get("output", "") for m in tab.messages.values()), 30)
+    await tab.change_settings({"max_tokens": 5})
+    produced = await tab.ask("first real question")
+    assert [m for m in produced if m.get("type") == "assistant_message" and not m.get("isError")]
+
+    # Kill vLLM in the middle of a long answer.
+    await tab.change_settings({"max_tokens": 230})
+    mark = len(tab.events)
+    await tab.send("write a long answer")
+    await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)
+    server.kill()
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 30)
+    await asyncio.sleep(0.2)
+    failures = [m["output"] for m in tab.events_since(mark, "new_message") if m.get("isError")]
+    assert failures and "lost in the middle of the answer" in failures[0]
+
+    # Restarted, the next message works and the history kept the interrupted question.
+    await asyncio.to_thread(server.start)
+    await tab.change_settings({"max_tokens": 4})
+    produced = await tab.ask("after the restart")
+    assert not [m for m in produced if m.get("isError")]
+    prompt = server.logged_requests()[-1]["prompt"]
+    assert "User: write a long answer\nAssistant: " in prompt and prompt.endswith("User: after the restart\nAssistant: ")
+    await tab.close()
