@@ -96,6 +96,11 @@ test-deps: install tiny-model ## Install everything the tests need (incl. Debian
 test: test-deps ## Install what is needed and run every test (real vLLM, real app, real browser)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
 
+.PHONY: screenshots
+screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, docs/chinese.png) in a real browser
+	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) README_SCREENSHOTS=docs $(APP_PY) -m pytest -q \
+		tests/test_browser.py -k "greeting_and_starters_in_english or chinese_browser"
+
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts
 	rm -rf $(APP_VENV) $(SERVER_VENV) .cache .files test-results

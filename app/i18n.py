@@ -7,14 +7,15 @@ from app.errors import ChatError, Problem
 TEXT: dict[str, dict[str, str]] = {
     "en": {
         "greeting": "Hello! I'm {model}, running on your own vLLM server. Ask me anything.",
-        "not_ready": "⏳ The model server at {server} is not answering yet (waiting for {what}). "
+        "not_ready": "The model server at {server} is not answering yet (waiting for {what}). "
                      "If it is not running, start it with `make serve`. "
                      "I'll say here when it is ready; you don't need to reload.",
-        "ready": "✅ {model} is ready. Ask me anything.",
+        "ready": "{model} is ready. Ask me anything.",
         "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
         "settings_applied": "Settings updated; they apply to your next message.",
         "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
         "stopped": "stopped",
+        "regenerate": "Regenerate",
         "stats": "first token {ttft} · {tokens} tokens · {rate} tok/s",
         "label_temperature": "Temperature",
         "label_top_p": "Top P",
@@ -43,13 +44,14 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
-        "not_ready": "⏳ 模型服务器 {server} 尚未响应（正在等待 {what}）。"
+        "not_ready": "模型服务器 {server} 尚未响应（正在等待 {what}）。"
                      "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
-        "ready": "✅ {model} 已就绪，请开始提问。",
+        "ready": "{model} 已就绪，请开始提问。",
         "settings_rejected": "部分设置未生效（保留原值）：{problems}",
         "settings_applied": "设置已更新，将用于你的下一条消息。",
         "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",
         "stopped": "已停止",
+        "regenerate": "重新生成",
         "stats": "首个 token {ttft} · {tokens} 个 token · {rate} token/秒",
         "label_temperature": "温度",
         "label_top_p": "Top P",
@@ -72,6 +74,21 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.EMPTY_MESSAGE: "消息为空。请输入要问模型的内容。",
         Problem.BUSY: "上一条消息还在回答中。请等待完成，或点击停止后再发送。",
     },
+}
+
+
+# (label, prompt, lucide icon) of the example prompts under the greeting.
+STARTERS: dict[str, list[tuple[str, str, str]]] = {
+    "en": [
+        ("Explain simply", "Explain in three short sentences how a language model writes an answer.", "lightbulb"),
+        ("Write a poem", "Write a four-line poem about the sea at night.", "pen-line"),
+        ("Python help", "Write a Python function that checks whether a word is a palindrome.", "code"),
+    ],
+    "zh": [
+        ("通俗解释", "用三句话解释语言模型是如何写出回答的。", "lightbulb"),
+        ("写一首诗", "写一首关于夜晚大海的四行短诗。", "pen-line"),
+        ("Python 帮助", "写一个判断单词是否为回文的 Python 函数。", "code"),
+    ],
 }
 
 

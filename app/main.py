@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
 import chainlit as cl
-from chainlit import socket as chainlit_socket
+import chainlit.socket as chainlit_socket
 from chainlit.context import init_ws_context
 from chainlit.input_widget import Slider, TextInput
 from chainlit.server import sio
@@ -16,13 +17,15 @@ from app.backend import Backend, Sampling
 from app.config import get_settings
 from app.conversation import Ending, Turn, plan_request
 from app.errors import ChatError, Problem
-from app.i18n import error_text, language_of, text
+from app.i18n import STARTERS, error_text, language_of, text
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
 from app.stats import AnswerStats
 
 settings = get_settings()
 backend = Backend(settings)
+# One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 def current() -> ChatSession:
@@ -68,6 +71,7 @@ async def watch_readiness(chat: ChatSession, notice: cl.Message) -> None:
         except ChatError:
             continue
         notice.content = text(chat.lang, "ready", model=model.name) + "\n\n" + greeting(chat, model.name)
+        notice.actions = starter_actions(chat)
         await notice.update()
         return
 
@@ -87,7 +91,13 @@ async def on_chat_start() -> None:
         await notice.send()
         chat.readiness = asyncio.create_task(watch_readiness(chat, notice))
         return
-    await cl.Message(content=greeting(chat, model.name)).send()
+    await cl.Message(content=greeting(chat, model.name), actions=starter_actions(chat)).send()
+
+
+def starter_actions(chat: ChatSession) -> list[cl.Action]:
+    """Example prompts as buttons under the greeting (Chainlit hides its own starters once a message exists)."""
+    return [cl.Action(name="starter", payload={"prompt": prompt}, label=label, icon=icon)
+            for label, prompt, icon in STARTERS[chat.lang]]
 
 
 @cl.on_settings_update
@@ -112,17 +122,61 @@ async def guarded_settings_change(sid: str, changes: Any) -> None:
 
 @cl.on_message
 async def on_message(message: cl.Message) -> None:
-    """Answer one user message, one at a time per session."""
+    """Answer a message typed (or edited) in the composer."""
+    await take_turn(current(), message.content, message.id)
+
+
+async def take_turn(chat: ChatSession, user_text: str, message_id: str) -> None:
+    """Answer one user message; one answer at a time per session."""
+    if chat.generating:
+        await say_error(chat, ChatError(Problem.BUSY))
+        return
+    chat.conversation.truncate_at(message_id)  # an edited or regenerated turn replaces what followed
+    chat.generation = asyncio.current_task()
+    try:
+        await answer(chat, user_text, message_id)
+    finally:
+        chat.generation = None
+
+
+def take_turn_in_background(chat: ChatSession, user_text: str, message_id: str) -> None:
+    """Run a turn as Chainlit's current task (so the stop button shows), outside the action's request."""
+    async def run() -> None:
+        await cl.context.emitter.task_start()
+        try:
+            await take_turn(chat, user_text, message_id)
+        finally:
+            await cl.context.emitter.task_end()
+
+    cl.context.session.current_task = asyncio.create_task(run())
+
+
+@cl.action_callback("starter")
+async def on_starter(action: cl.Action) -> None:
+    """An example prompt under the greeting: send it as the user's message."""
     chat = current()
     if chat.generating:
         await say_error(chat, ChatError(Problem.BUSY))
         return
-    chat.conversation.truncate_at(message.id)  # an edited message replaces it and what followed
-    chat.generation = asyncio.current_task()
-    try:
-        await answer(chat, message.content, message.id)
-    finally:
-        chat.generation = None
+    prompt = str(action.payload.get("prompt", ""))
+    message = await cl.Message(content=prompt, author="User", type="user_message").send()
+    take_turn_in_background(chat, prompt, message.id)
+
+
+@cl.action_callback("regenerate")
+async def on_regenerate(action: cl.Action) -> None:
+    """Answer the last user message again, replacing the last answer."""
+    chat = current()
+    if chat.generating:
+        await say_error(chat, ChatError(Problem.BUSY))
+        return
+    if not chat.conversation.turns:
+        return
+    last = chat.conversation.turns[-1]
+    if chat.last_reply is not None:
+        await chat.last_reply.remove()
+        chat.last_reply = None
+    take_turn_in_background(chat, last.user, last.message_id)
 
 
 async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
@@ -170,11 +224,23 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         window=model.max_model_len,
         stopped=ending is Ending.STOPPED,
     )
-    reply.elements = [cl.Text(name="stats", content=stats.describe(chat.lang), display="inline")]
+    reply.elements = [cl.CustomElement(name="AnswerStats", props={"text": stats.describe(chat.lang)},
+                                       display="inline")]
     if reply.content or failure is None:
+        await offer_regenerate(chat, reply)
         await reply.send()
     if failure is not None:
         await say_error(chat, failure)
+
+
+async def offer_regenerate(chat: ChatSession, reply: cl.Message) -> None:
+    """Put the regenerate button on the newest answer only."""
+    if chat.last_reply is not None:
+        for action in chat.last_reply.actions:
+            await action.remove()
+    reply.actions = [cl.Action(name="regenerate", payload={}, label=text(chat.lang, "regenerate"),
+                               icon="refresh-cw", tooltip=text(chat.lang, "regenerate"))]
+    chat.last_reply = reply
 
 
 @cl.on_stop

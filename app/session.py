@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.conversation import Conversation
 from app.preferences import Preferences
+
+if TYPE_CHECKING:
+    import chainlit as cl
 
 
 @dataclass
@@ -18,6 +22,7 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
+    last_reply: "cl.Message | None" = None
 
     @property
     def generating(self) -> bool:

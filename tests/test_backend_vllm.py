@@ -78,8 +78,8 @@ async def test_unknown_model_name_is_reported(vllm):
     assert caught.value.problem is Problem.MODEL_MISSING
 
 
-async def test_prompt_over_the_window_is_rejected_with_vllms_reason(vllm):
-    backend = backend_for(vllm)
+async def test_prompt_over_the_window_is_rejected_with_vllms_reason(small_vllm):
+    backend = backend_for(small_vllm)
     with pytest.raises(ChatError) as caught:
         await collect(backend, [{"role": "user", "content": "word " * 400}], max_tokens=8)
     assert caught.value.problem is Problem.REJECTED

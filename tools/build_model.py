@@ -1,4 +1,10 @@
-"""Build a random-weight ERNIE-4.5 model with a locally trained tokenizer (no hub)."""
+"""Build a random-weight ERNIE-4.5 model with a locally trained tokenizer (no hub).
+
+The weights are random except for one embedding dimension: it is +1 for ordinary tokens and -1
+for the special ones. The residual stream then carries a large constant in that dimension, so with
+tied embeddings every special token gets a strongly negative logit: answers never end early on an
+end-of-sentence token, and every answer is exactly max_tokens long (tests and benchmarks rely on it).
+"""
 
 from __future__ import annotations
 
@@ -94,7 +100,12 @@ def build(out: Path, shape: str, seed: int, dtype: str) -> None:
         tie_word_embeddings=True, use_bias=False, bos_token_id=1, eos_token_id=2, pad_token_id=0,
         torch_dtype=dtype,
     )
-    model = Ernie4_5ForCausalLM(config).to(getattr(torch, dtype))
+    model = Ernie4_5ForCausalLM(config)
+    with torch.no_grad():
+        embeddings = model.get_input_embeddings().weight
+        embeddings[:, 0] = 1.0
+        embeddings[: len(SPECIAL_TOKENS), 0] = -1.0
+    model = model.to(getattr(torch, dtype))
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)

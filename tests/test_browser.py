@@ -1,0 +1,239 @@
+"""What a person sees: Debian's chromium, driven by Playwright, against the real app and vLLM."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from servers import ROOT, ChatApp, VllmServer
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = ROOT / "test-results" / "screenshots"
+ANSWERS = "[data-step-type='assistant_message']"
+USER_MESSAGES = "[data-step-type='user_message']"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
+    """A fresh tab on the chat, with every request to another host blocked (fonts, CDNs)."""
+    context = browser.new_context(locale=locale, viewport={"width": 1100, "height": 800})
+    context.route("**/*", lambda route: route.continue_()
+                  if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost") else route.abort())
+    page = context.new_page()
+    page.goto(url)
+    return page
+
+
+def shoot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    if target := os.environ.get("README_SCREENSHOTS"):
+        if name in ("english", "chinese"):
+            Path(target).mkdir(parents=True, exist_ok=True)
+            shutil.copy(SHOTS / f"{name}.png", Path(target) / f"{name}.png")
+
+
+def send(page: Page, text: str) -> None:
+    page.fill("#chat-input", text)
+    page.click("#chat-submit")
+
+
+def wait_answer_done(page: Page, count: int) -> None:
+    """Wait for answer number `count` to end with its stats line."""
+    expect(page.locator(ANSWERS)).to_have_count(count, timeout=60_000)
+    expect(page.locator(ANSWERS).nth(count - 1).get_by_test_id("answer-stats")).to_be_visible(timeout=60_000)
+    expect(page.locator("#stop-button")).to_have_count(0, timeout=30_000)
+
+
+def set_settings(page: Page, temperature_steps: int | None = None, max_token_steps: int | None = None,
+                 system_prompt: str | None = None) -> None:
+    """Open the settings panel, move sliders from their minimum by whole steps, type a prompt, confirm."""
+    page.click("#chat-settings-open-modal")
+    expect(page.locator("#chat-settings")).to_be_visible()
+    for widget, steps in (("temperature", temperature_steps), ("max_tokens", max_token_steps)):
+        if steps is not None:
+            thumb = page.locator(f"#{widget} [role=slider]")
+            thumb.focus()
+            thumb.press("Home")
+            for _ in range(steps):
+                thumb.press("ArrowRight")
+    if system_prompt is not None:
+        page.fill("#system_prompt", system_prompt)
+    page.click("#confirm")
+    expect(page.locator("#chat-settings")).to_have_count(0)
+
+
+def test_greeting_and_starters_in_english(browser, chat_app):
+    page = open_chat(browser, chat_app.url)
+    greeting = page.locator(ANSWERS).first
+    expect(greeting).to_contain_text("Hello! I'm ernie-tiny", timeout=30_000)
+    for label in ("Explain simply", "Write a poem", "Python help"):
+        expect(page.get_by_role("button", name=label)).to_be_visible()
+    shoot(page, "english")
+    page.get_by_role("button", name="Write a poem").click()
+    expect(page.locator(USER_MESSAGES).first).to_contain_text("four-line poem")
+    wait_answer_done(page, 2)
+    page.context.close()
+
+
+def test_answer_grows_while_streaming_and_stop_leaves_it_final(browser, chat_app, vllm):
+    page = open_chat(browser, chat_app.url)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    set_settings(page, max_token_steps=250)  # 16 + 250 × 16 = 4016 → more than the answer will get
+    send(page, "Tell me everything you know.")
+    answer = page.locator(ANSWERS).nth(1).locator(".message-content")
+    expect(page.locator("#stop-button")).to_be_visible(timeout=30_000)
+    seen: list[str] = []
+    deadline = time.monotonic() + 20
+    while len(set(seen)) < 3 and time.monotonic() < deadline:
+        if answer.count():
+            text = answer.inner_text()
+            if text.strip() and (not seen or text != seen[-1]):
+                seen.append(text)
+        time.sleep(0.05)
+    assert len(set(seen)) >= 2, "the answer grew while streaming"
+    assert all(later.startswith(earlier.rstrip()[:20]) for earlier, later in zip(seen, seen[1:]))
+    shoot(page, "streaming")
+    page.click("#stop-button")
+    expect(page.locator("#stop-button")).to_have_count(0, timeout=10_000)
+    stats = page.locator(ANSWERS).nth(1).get_by_test_id("answer-stats")
+    expect(stats).to_contain_text("stopped", timeout=10_000)
+    final = answer.inner_text()
+    time.sleep(1.0)
+    assert answer.inner_text() == final and final.strip()
+    assert vllm.metric("vllm:num_requests_running") == 0
+    shoot(page, "stopped")
+    page.context.close()
+
+
+def test_settings_from_the_panel_reach_the_model(browser, chat_app, vllm):
+    page = open_chat(browser, chat_app.url)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    set_settings(page, temperature_steps=6, max_token_steps=2, system_prompt="BROWSER-SYSTEM-PROMPT")
+    shoot(page, "settings")
+    send(page, "check my settings")
+    wait_answer_done(page, 2)
+    logged = vllm.logged_requests()[-1]
+    assert logged["prompt"].startswith("<|begin_of_sentence|>BROWSER-SYSTEM-PROMPT\nUser: check my settings\n")
+    assert float(logged["temperature"]) == pytest.approx(0.3)
+    assert int(logged["max_tokens"]) == 48
+    page.context.close()
+
+
+def test_new_chat_starts_with_an_empty_history(browser, chat_app, vllm):
+    page = open_chat(browser, chat_app.url)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    set_settings(page, max_token_steps=0)
+    send(page, "remember the word PINEAPPLE")
+    wait_answer_done(page, 2)
+    page.click("#new-chat-button")
+    page.get_by_role("button", name="Confirm").click()
+    expect(page.locator(USER_MESSAGES)).to_have_count(0, timeout=10_000)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    send(page, "what was the word?")
+    wait_answer_done(page, 2)
+    prompt = vllm.logged_requests()[-1]["prompt"]
+    assert "PINEAPPLE" not in prompt and prompt.endswith("User: what was the word?\nAssistant: ")
+    page.context.close()
+
+
+def test_chinese_browser_gets_chinese_ui_greeting_and_settings(browser, chat_app):
+    page = open_chat(browser, chat_app.url, locale="zh-CN")
+    expect(page.locator(ANSWERS).first).to_contain_text("你好！我是 ernie-tiny", timeout=30_000)
+    expect(page.get_by_role("button", name="写一首诗")).to_be_visible()
+    expect(page.locator("#chat-input")).to_have_attribute("placeholder", "在此输入您的消息...")
+    shoot(page, "chinese")
+    page.click("#chat-settings-open-modal")
+    expect(page.locator("#chat-settings")).to_contain_text("温度")
+    expect(page.locator("#chat-settings")).to_contain_text("系统提示词")
+    page.context.close()
+
+
+def test_regenerate_and_edit_update_the_history(browser, chat_app, vllm):
+    page = open_chat(browser, chat_app.url)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    set_settings(page, temperature_steps=20, max_token_steps=0)
+    send(page, "original question")
+    wait_answer_done(page, 2)
+    before = len(vllm.logged_requests())
+    page.get_by_role("button", name="Regenerate").click()
+    expect(page.locator(ANSWERS)).to_have_count(2, timeout=30_000)
+    wait_answer_done(page, 2)
+    regenerated = vllm.logged_requests()[before:]
+    assert len(regenerated) == 1
+    assert regenerated[0]["prompt"].count("original question") == 1
+
+    user = page.locator(USER_MESSAGES).last
+    user.hover()
+    user.locator(".edit-message").click()
+    page.fill("#edit-chat-input", "edited question")
+    page.click(".confirm-edit")
+    expect(page.locator(USER_MESSAGES).last).to_contain_text("edited question", timeout=10_000)
+    wait_answer_done(page, 2)
+    prompt = vllm.logged_requests()[-1]["prompt"]
+    assert "original question" not in prompt and prompt.endswith("User: edited question\nAssistant: ")
+    shoot(page, "edited")
+    page.context.close()
+
+
+def test_html_in_messages_is_shown_as_text(browser, chat_app):
+    config = tomllib.loads((ROOT / ".chainlit" / "config.toml").read_text())
+    assert config["features"]["unsafe_allow_html"] is False
+    page = open_chat(browser, chat_app.url)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    send(page, "<b>bold</b> <img src=x onerror=\"document.title='owned'\"> <script>alert(1)</script>")
+    user = page.locator(USER_MESSAGES).last.locator(".message-content")
+    expect(user).to_contain_text("<b>bold</b>")
+    assert user.locator("b, img, script").count() == 0
+    wait_answer_done(page, 2)
+    assert page.title() != "owned"
+    page.context.close()
+
+
+@pytest.fixture(scope="module")
+def app_without_vllm() -> Iterator[tuple[ChatApp, VllmServer]]:
+    server = VllmServer("browser-readiness")
+    app = ChatApp(server)
+    app.start()
+    yield app, server
+    app.stop()
+    server.stop()
+
+
+def test_readiness_message_then_recovery_without_reload(browser, app_without_vllm):
+    app, server = app_without_vllm
+    page = open_chat(browser, app.url)
+    notice = page.locator(ANSWERS).first
+    expect(notice).to_contain_text("not answering yet", timeout=30_000)
+    expect(notice).to_contain_text("make serve")
+    shoot(page, "waiting-for-vllm")
+    starter = threading.Thread(target=server.start)
+    starter.start()
+    starter.join()
+    expect(notice).to_contain_text("is ready", timeout=30_000)
+    send(page, "hello after start")
+    wait_answer_done(page, 2)
+    shoot(page, "recovered")
+    page.context.close()
