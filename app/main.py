@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import time
 from typing import Any
 
 import chainlit as cl
-import chainlit.socket as chainlit_socket
 from chainlit.context import init_ws_context
 from chainlit.input_widget import Slider, TextInput
 from chainlit.server import sio
 
 from app.backend import Backend, Sampling
+from app.coalesce import Coalescer
 from app.config import get_settings
 from app.conversation import Ending, Turn, plan_request
 from app.errors import ChatError, Problem
@@ -100,24 +102,21 @@ def starter_actions(chat: ChatSession) -> list[cl.Action]:
             for label, prompt, icon in STARTERS[chat.lang]]
 
 
-@cl.on_settings_update
-async def on_settings_update(changes: Any) -> None:
-    """Validate and apply settings; rejected ones keep their last good value."""
+@sio.on("chat_settings_change")
+async def on_settings_change(sid: str, changes: Any) -> dict[str, list[str]]:
+    """Validate and apply settings; rejected ones keep their last good value.
+
+    Replaces Chainlit's handler, which fails on anything but a mapping and brackets the change with
+    task events that hide the stop button of an answer started right after.
+    """
+    init_ws_context(sid)
     chat = current()
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
+    cl.context.session.chat_settings = chat.preferences.model_dump()
     if rejected:
         await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
         await settings_panel(chat).send()
-
-
-@sio.on("chat_settings_change")
-async def guarded_settings_change(sid: str, changes: Any) -> None:
-    """Chainlit's own handler fails on anything but a mapping; answer such input in the chat instead."""
-    if isinstance(changes, dict):
-        await chainlit_socket.change_settings(sid, changes)
-        return
-    init_ws_context(sid)
-    await on_settings_update(changes)
+    return {"rejected": rejected}
 
 
 @cl.on_message
@@ -199,6 +198,7 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
                         max_tokens=plan.max_tokens, repetition_penalty=prefs.repetition_penalty)
     reply = cl.Message(content="")
     ending, failure, tokens = Ending.COMPLETE, None, None
+    batcher = Coalescer(reply.stream_token, settings.stream_interval_ms / 1000)
     started = first_token_at = time.perf_counter()
     got_token = False
     try:
@@ -206,13 +206,14 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
             async for delta in stream:
                 if not got_token:
                     got_token, first_token_at = True, time.perf_counter()
-                await reply.stream_token(delta)
+                await batcher.add(delta)
                 tokens = stream.completion_tokens
             tokens = stream.completion_tokens
     except asyncio.CancelledError:
         ending = Ending.STOPPED
     except ChatError as error:
         ending, failure = Ending.FAILED, error
+    await batcher.flush()
     finished = time.perf_counter()
 
     chat.conversation.add(Turn(user_text, reply.content, ending, message_id))
@@ -224,13 +225,20 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         window=model.max_model_len,
         stopped=ending is Ending.STOPPED,
     )
-    reply.elements = [cl.CustomElement(name="AnswerStats", props={"text": stats.describe(chat.lang)},
-                                       display="inline")]
+    reply.elements = [stats_element(stats.describe(chat.lang))]
     if reply.content or failure is None:
         await offer_regenerate(chat, reply)
         await reply.send()
     if failure is not None:
         await say_error(chat, failure)
+
+
+def stats_element(line: str) -> cl.CustomElement:
+    """The small line under an answer (public/elements/AnswerStats.jsx)."""
+    props = {"text": line}
+    # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
+    url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()
+    return cl.CustomElement(name="AnswerStats", props=props, display="inline", url=url)
 
 
 async def offer_regenerate(chat: ChatSession, reply: cl.Message) -> None:

@@ -59,6 +59,9 @@ def main() -> int:
     except (ServeError, ValueError) as exc:
         print(f"make serve: {exc}", file=sys.stderr)
         return 2
+    for name in [name for name in plan.env if name in os.environ and name != "VLLM_API_KEY"]:
+        plan.env[name] = os.environ[name]
+        plan.reasons.append(f"{name}={os.environ[name]}: set in the environment, kept")
     for reason in plan.reasons:
         print(f"  - {reason}")
     print(plan.shown(), flush=True)

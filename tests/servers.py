@@ -91,8 +91,10 @@ class VllmServer:
             "API_KEY": self.api_key,
             "VLLM_LOGGING_CONFIG_PATH": str(ROOT / "tests" / "vllm_logging.json"),
             "VLLM_EXTRA_ARGS": "--enable-log-requests --max-log-len 100000",
+            # vLLM's OpenMP threads spin: one core for it, the other for the app, the browser and pytest.
+            "VLLM_CPU_OMP_THREADS_BIND": "0",
         }
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "ab" if self.process else "wb")  # a restart appends
         self.process = subprocess.Popen([sys.executable, "-m", "serving"], cwd=ROOT, env=env,
                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_http(self.base_url + "/models", self.process, timeout,

