@@ -125,10 +125,16 @@ async def on_message(message: cl.Message) -> None:
     await take_turn(current(), message.content, message.id)
 
 
-async def take_turn(chat: ChatSession, user_text: str, message_id: str) -> None:
-    """Answer one user message; one answer at a time per session."""
+async def refused_while_busy(chat: ChatSession) -> bool:
+    """Tell the user an answer is still streaming; True if so."""
     if chat.generating:
         await say_error(chat, ChatError(Problem.BUSY))
+    return chat.generating
+
+
+async def take_turn(chat: ChatSession, user_text: str, message_id: str) -> None:
+    """Answer one user message; one answer at a time per session."""
+    if await refused_while_busy(chat):
         return
     chat.conversation.truncate_at(message_id)  # an edited or regenerated turn replaces what followed
     chat.generation = asyncio.current_task()
@@ -154,8 +160,7 @@ def take_turn_in_background(chat: ChatSession, user_text: str, message_id: str) 
 async def on_starter(action: cl.Action) -> None:
     """An example prompt under the greeting: send it as the user's message."""
     chat = current()
-    if chat.generating:
-        await say_error(chat, ChatError(Problem.BUSY))
+    if await refused_while_busy(chat):
         return
     prompt = str(action.payload.get("prompt", ""))
     message = await cl.Message(content=prompt, author="User", type="user_message").send()
@@ -166,8 +171,7 @@ async def on_starter(action: cl.Action) -> None:
 async def on_regenerate(action: cl.Action) -> None:
     """Answer the last user message again, replacing the last answer."""
     chat = current()
-    if chat.generating:
-        await say_error(chat, ChatError(Problem.BUSY))
+    if await refused_while_busy(chat):
         return
     if not chat.conversation.turns:
         return

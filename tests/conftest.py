@@ -3,47 +3,76 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from chat_client import ChatClient  # noqa: E402
 from servers import ChatApp, VllmServer  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def vllm() -> Iterator[VllmServer]:
-    """The shared real vLLM server: a 4096-token window (long answers to stop), API key required."""
-    server = VllmServer("shared", max_model_len=4096)
+def serve(name: str, window: int) -> Iterator[tuple[VllmServer, ChatApp]]:
+    """A real vLLM with the tiny model and the real app in front of it, for the whole session."""
+    server = VllmServer(name, max_model_len=window)
     server.start()
-    yield server
+    app = ChatApp(server)
+    app.start()
+    yield server, app
+    app.stop()
     server.stop()
 
 
 @pytest.fixture(scope="session")
-def chat_app(vllm: VllmServer) -> Iterator[ChatApp]:
-    """The real Chainlit app talking to the shared vLLM."""
-    app = ChatApp(vllm)
-    app.start()
-    yield app
-    app.stop()
+def shared_stack() -> Iterator[tuple[VllmServer, ChatApp]]:
+    """A 4096-token window: long answers to stop."""
+    yield from serve("shared", 4096)
 
 
 @pytest.fixture(scope="session")
-def small_vllm() -> Iterator[VllmServer]:
-    """A real vLLM with a 256-token window, where conversations overflow quickly."""
-    server = VllmServer("small", max_model_len=256)
-    server.start()
-    yield server
-    server.stop()
+def small_stack() -> Iterator[tuple[VllmServer, ChatApp]]:
+    """A 256-token window, where conversations overflow quickly."""
+    yield from serve("small", 256)
 
 
 @pytest.fixture(scope="session")
-def small_app(small_vllm: VllmServer) -> Iterator[ChatApp]:
-    """The real Chainlit app talking to the small-window vLLM."""
-    app = ChatApp(small_vllm)
-    app.start()
-    yield app
-    app.stop()
+def vllm(shared_stack) -> VllmServer:
+    return shared_stack[0]
+
+
+@pytest.fixture(scope="session")
+def chat_app(shared_stack) -> ChatApp:
+    return shared_stack[1]
+
+
+@pytest.fixture(scope="session")
+def small_vllm(small_stack) -> VllmServer:
+    return small_stack[0]
+
+
+@pytest.fixture(scope="session")
+def small_app(small_stack) -> ChatApp:
+    return small_stack[1]
+
+
+async def greeted_tab(app: ChatApp) -> AsyncIterator[ChatClient]:
+    """A connected socket.io session that has been greeted."""
+    tab = ChatClient(app.url)
+    await tab.connect()
+    await tab.greeting()
+    yield tab
+    await tab.close()
+
+
+@pytest.fixture
+async def client(chat_app) -> AsyncIterator[ChatClient]:
+    async for tab in greeted_tab(chat_app):
+        yield tab
+
+
+@pytest.fixture
+async def small_client(small_app) -> AsyncIterator[ChatClient]:
+    async for tab in greeted_tab(small_app):
+        yield tab

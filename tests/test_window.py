@@ -4,18 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat_client import ChatClient
-
 pytestmark = pytest.mark.app
-
-
-@pytest.fixture
-async def small_client(small_app):
-    tab = ChatClient(small_app.url)
-    await tab.connect()
-    await tab.greeting()
-    yield tab
-    await tab.close()
 
 
 def errors(messages):
