@@ -16,6 +16,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 TINY_MODEL ?= .cache/models/ernie-tiny
 FULL_MODEL ?= .cache/models/ernie-full-random
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
@@ -95,6 +96,10 @@ test-deps: install tiny-model ## Install everything the tests need (incl. Debian
 .PHONY: test
 test: test-deps ## Install what is needed and run every test (real vLLM, real app, real browser)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: bench
+bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
+	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) tools/bench_app.py $(BENCH_ARGS)
 
 .PHONY: screenshots
 screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, docs/chinese.png) in a real browser

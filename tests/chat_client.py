@@ -23,6 +23,7 @@ class Reply:
     final: str | None = None
     first_token_at: float | None = None
     token_events: int = 0
+    event_times: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -52,10 +53,12 @@ class ChatClient:
             reply = self.replies.setdefault(data["id"], Reply(data["id"]))
             reply.streamed = data.get("output", "")
             reply.first_token_at = time.perf_counter()
+            reply.event_times.append(reply.first_token_at)
             reply.token_events += 1
         elif event == "stream_token":
             reply = self.replies.setdefault(data["id"], Reply(data["id"]))
             reply.streamed += data["token"]
+            reply.event_times.append(time.perf_counter())
             reply.token_events += 1
         elif event == "chat_settings":
             self.settings_widgets = data

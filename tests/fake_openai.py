@@ -15,10 +15,11 @@ class FakeState:
     """What the fake server does next, and what it received."""
 
     def __init__(self) -> None:
-        self.mode = "ok"  # ok | status | drop | slow
+        self.mode = "ok"  # ok | status | drop | slow | paced (max_tokens tokens at tokens_per_second)
         self.status = 500
         self.reply = ["Hello", ", ", "world", "!"]
         self.window = 64
+        self.tokens_per_second = 2000.0
         self.requests: list[dict[str, Any]] = []
 
 
@@ -65,15 +66,20 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for index, piece in enumerate(state.reply):
+            reply = state.reply
+            if state.mode == "paced":
+                reply = [f" t{i}" for i in range(int(body.get("max_tokens") or 16))]
+            for index, piece in enumerate(reply):
+                if state.mode == "paced" and index:
+                    time.sleep(1 / state.tokens_per_second)
                 if state.mode == "drop" and index == 2:
                     self.connection.shutdown(2)
                     return
                 self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
                              "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index}})
             self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None})
-            self._event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(state.reply),
-                                                  "total_tokens": 3 + len(state.reply)}})
+            self._event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(reply),
+                                                  "total_tokens": 3 + len(reply)}})
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
             self.close_connection = True
@@ -102,3 +108,12 @@ def fake_openai_server() -> Iterator[tuple[str, FakeState]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+if __name__ == "__main__":
+    # `python fake_openai.py PORT TOKENS_PER_SECOND`: a paced fake vLLM for benchmarks.
+    import sys
+
+    fake = FakeState()
+    fake.mode, fake.window, fake.tokens_per_second = "paced", 131072, float(sys.argv[2])
+    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), make_handler(fake)).serve_forever()

@@ -20,6 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "test-results" / "logs"
 
 
+def pin(cpus: set[int] | None):
+    """A preexec_fn that restricts the child to these CPUs (None: no restriction)."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as sock:
@@ -62,6 +67,8 @@ class VllmServer:
     port: int = field(default_factory=free_port)
     max_model_len: int = 256
     api_key: str = "test-key"
+    model: str = ""
+    cpus: set[int] | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -81,7 +88,7 @@ class VllmServer:
         LOGS.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
-            "MODEL": os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
+            "MODEL": self.model or os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
             "SERVED_MODEL_NAME": "ernie-tiny",
             "VLLM_HOST": "127.0.0.1",
             "VLLM_PORT": str(self.port),
@@ -92,11 +99,12 @@ class VllmServer:
             "VLLM_LOGGING_CONFIG_PATH": str(ROOT / "tests" / "vllm_logging.json"),
             "VLLM_EXTRA_ARGS": "--enable-log-requests --max-log-len 100000",
             # vLLM's OpenMP threads spin: one core for it, the other for the app, the browser and pytest.
-            "VLLM_CPU_OMP_THREADS_BIND": "0",
+            "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(self.cpus))) if self.cpus else "0",
         }
         log = open(self.log_path, "ab" if self.process else "wb")  # a restart appends
         self.process = subprocess.Popen([sys.executable, "-m", "serving"], cwd=ROOT, env=env,
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=pin(self.cpus))
         wait_http(self.base_url + "/models", self.process, timeout,
                   {"Authorization": f"Bearer {self.api_key}"})
 
@@ -147,6 +155,7 @@ class ChatApp:
     vllm: VllmServer
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
+    cpus: set[int] | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -160,7 +169,7 @@ class ChatApp:
                **self.extra_env}
         log = open(LOGS / f"chainlit-{self.vllm.name}-{self.port}.log", "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=pin(self.cpus))
         wait_http(self.url + "/", self.process, timeout, {})
 
     def stop(self) -> None:
