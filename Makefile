@@ -17,6 +17,7 @@ TINY_MODEL ?= .cache/models/ernie-tiny
 FULL_MODEL ?= .cache/models/ernie-full-random
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+BENCH_SERVE_ARGS ?=
 
 APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
@@ -100,6 +101,10 @@ test: test-deps ## Install what is needed and run every test (real vLLM, real ap
 .PHONY: bench
 bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) tools/bench_app.py $(BENCH_ARGS)
+
+.PHONY: bench-serve
+bench-serve: install full-model ## Benchmark vLLM with make serve's flags against plain defaults (full-size random model)
+	SERVER_VENV=$(SERVER_VENV) $(APP_PY) tools/bench_serve.py $(BENCH_SERVE_ARGS)
 
 .PHONY: screenshots
 screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, docs/chinese.png) in a real browser

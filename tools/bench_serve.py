@@ -1,0 +1,164 @@
+"""`make bench-serve`: vLLM with the flags `make serve` computes against vLLM's plain defaults.
+
+Serves the full-size random-weight ERNIE-4.5-0.3B (built locally, never downloaded) once per
+configuration and measures start-up time, single-stream decode tok/s and TTFT (487-token prompt,
+256 new tokens, median of 3), aggregate tok/s at 8 streams and peak RSS; plus the bs=1 memory
+bandwidth bound measured in the same run (bandwidth ÷ weight bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from openai import AsyncOpenAI
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from serving.machine import detect  # noqa: E402
+from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402
+
+PROMPT_WORDS = 480  # about 487 tokens with the chat template
+
+
+def memory_bandwidth_gbs() -> float:
+    """Copy bandwidth of two processes (one per core), the bound of bs=1 decoding."""
+    code = ("import numpy as np, time; a = np.ones(2**27, dtype=np.float32); b = np.empty_like(a); "
+            "t = time.perf_counter(); [np.copyto(b, a) for _ in range(10)]; "
+            "print(2 * a.nbytes * 10 / (time.perf_counter() - t))")
+    python = os.path.join(os.environ.get("SERVER_VENV", ".venv-vllm"), "bin", "python")
+    runs = [subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(os.cpu_count() or 1)]
+    return sum(float(p.communicate()[0]) for p in runs) / 1e9
+
+
+def peak_rss_gib(pid: int) -> float:
+    """VmHWM of a process tree (the server and its engine/worker children)."""
+    total = 0
+    for child in [pid] + [int(c) for c in subprocess.run(["pgrep", "-g", str(pid)], capture_output=True,
+                                                         text=True).stdout.split() if int(c) != pid]:
+        try:
+            for line in Path(f"/proc/{child}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total / 2**30
+
+
+async def stream_once(client: AsyncOpenAI, model: str, words: int, tokens: int, tag: str) -> tuple[float, float, int]:
+    """TTFT, decode seconds after the first token, and tokens of one streamed answer."""
+    started = time.perf_counter()
+    first = None
+    count = 0
+    stream = await client.chat.completions.create(
+        model=model, max_tokens=tokens, temperature=0.0, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": f"{tag} " + " ".join(f"word{i % 97}" for i in range(words))}])
+    async with stream:
+        async for chunk in stream:
+            if chunk.usage:
+                count = chunk.usage.completion_tokens
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter()
+    ended = time.perf_counter()
+    return (first or ended) - started, ended - (first or ended), count
+
+
+async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
+    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
+    await stream_once(client, model, 32, 8, "warm-up")
+    singles = [await stream_once(client, model, PROMPT_WORDS, tokens, f"single {i} {time.time_ns()}")
+               for i in range(3)]
+    started = time.perf_counter()
+    many = await asyncio.gather(*(stream_once(client, model, PROMPT_WORDS, tokens, f"multi {i} {time.time_ns()}")
+                                  for i in range(8)))
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return {
+        "ttft_ms": 1000 * statistics.median(s[0] for s in singles),
+        "single_tps": statistics.median((s[2] - 1) / s[1] for s in singles if s[1] > 0),
+        "multi_tps": sum(s[2] for s in many) / elapsed,
+    }
+
+
+def run_config(name: str, argv: list[str], env: dict[str, str], port: int, model: str, tokens: int) -> dict:
+    log = open(ROOT / "bench-results" / f"serve-{name}.log", "wb")
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        import urllib.request
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name}: vLLM exited, see bench-results/serve-{name}.log")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                break
+            except OSError:
+                time.sleep(1)
+        ready = time.perf_counter() - started
+        figures = asyncio.run(measure(f"http://127.0.0.1:{port}/v1", model, tokens))
+        return {"config": name, "ready_s": ready, **figures, "rss_gib": peak_rss_gib(process.pid)}
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=60)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=str(ROOT / ".cache/models/ernie-full-random"))
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--configs", default="chosen,defaults",
+                        help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload")
+    args = parser.parse_args()
+    server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
+    (ROOT / "bench-results").mkdir(exist_ok=True)
+    shape = ModelShape.from_config(json.loads(Path(args.model, "config.json").read_text()))
+    machine = detect(server_venv)
+    port = 8199
+    base = ServeSettings(model=args.model, served_model_name="ernie", vllm_port=port, max_model_len=2048,
+                         max_num_seqs=8)
+    python = os.path.join(server_venv, "bin", "python")
+    plain = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model, "--served-model-name",
+             "ernie", "--port", str(port), "--max-model-len", "2048"]
+    variants = {
+        "chosen": (base, {}),
+        "dev": (ServeSettings(**{**base.__dict__, "profile": "dev"}), {}),
+        "fp32": (ServeSettings(**{**base.__dict__, "dtype": "float32"}), {}),
+        "no-preload": (base, {"LD_PRELOAD": ""}),
+    }
+    bandwidth = memory_bandwidth_gbs()
+    weights = shape.parameters * 2
+    bound = bandwidth * 1e9 / weights
+    rows = []
+    for name in args.configs.split(","):
+        if name == "defaults":
+            rows.append(run_config(name, plain, {}, port, "ernie", args.tokens))
+        else:
+            settings, override = variants[name]
+            plan = build_plan(settings, machine, shape, args.model, server_venv)
+            rows.append(run_config(name, plan.argv, {**plan.env, **override}, port, "ernie", args.tokens))
+        print(f"{name} done", file=sys.stderr, flush=True)
+    lines = [f"Memory bandwidth {bandwidth:.1f} GB/s; bf16 weights {weights / 1e9:.2f} GB → bs=1 bound "
+             f"{bound:.1f} tok/s", "",
+             "| config | start-up s | 1 stream tok/s | % of bound | TTFT ms | 8 streams tok/s | peak RSS GiB |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['config']} | {row['ready_s']:.0f} | {row['single_tps']:.1f} | "
+                     f"{100 * row['single_tps'] / bound:.0f} % | {row['ttft_ms']:.0f} | {row['multi_tps']:.1f} | "
+                     f"{row['rss_gib']:.1f} |")
+    report = "\n".join(lines)
+    (ROOT / "bench-results" / "bench-serve.md").write_text(report + "\n")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
