@@ -31,7 +31,7 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 def current() -> ChatSession:
-    """This session's state."""
+    """This session's state (None only before on_chat_start)."""
     return cl.user_session.get("chat")
 
 
@@ -111,6 +111,8 @@ async def on_settings_change(sid: str, changes: Any) -> dict[str, list[str]]:
     """
     init_ws_context(sid)
     chat = current()
+    if chat is None:  # before on_chat_start ran: there is nothing to apply them to yet
+        return {"rejected": ["the chat has not started yet"]}
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
     cl.context.session.chat_settings = chat.preferences.model_dump()
     if rejected:
@@ -260,7 +262,7 @@ async def on_stop() -> None:
     """The stop button: end the answer being streamed (closing its request in vLLM)."""
     chat = current()
     # Chainlit cancels its current task itself; a refused message may have replaced it.
-    if chat.generating and chat.generation is not cl.context.session.current_task:
+    if chat is not None and chat.generating and chat.generation is not cl.context.session.current_task:
         chat.generation.cancel()  # type: ignore[union-attr]
 
 
