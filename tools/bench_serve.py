@@ -26,14 +26,15 @@ sys.path.insert(0, str(ROOT))
 from serving.machine import detect  # noqa: E402
 from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402
 
-PROMPT_WORDS = 480  # about 487 tokens with the chat template
+PROMPT_TOKENS = 487
 
 
 def memory_bandwidth_gbs() -> float:
     """Copy bandwidth of two processes (one per core), the bound of bs=1 decoding."""
+    # The first copy touches fresh pages (page faults, not bandwidth): time the next 20.
     code = ("import numpy as np, time; a = np.ones(2**27, dtype=np.float32); b = np.empty_like(a); "
-            "t = time.perf_counter(); [np.copyto(b, a) for _ in range(10)]; "
-            "print(2 * a.nbytes * 10 / (time.perf_counter() - t))")
+            "np.copyto(b, a); t = time.perf_counter(); [np.copyto(b, a) for _ in range(20)]; "
+            "print(2 * a.nbytes * 20 / (time.perf_counter() - t))")
     python = os.path.join(os.environ.get("SERVER_VENV", ".venv-vllm"), "bin", "python")
     runs = [subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(os.cpu_count() or 1)]
     return sum(float(p.communicate()[0]) for p in runs) / 1e9
@@ -53,14 +54,24 @@ def peak_rss_gib(pid: int) -> float:
     return total / 2**30
 
 
-async def stream_once(client: AsyncOpenAI, model: str, words: int, tokens: int, tag: str) -> tuple[float, float, int]:
+async def prompt_of(client: AsyncOpenAI, model: str, root: str, tag: str, target: int) -> str:
+    """A user message whose rendered prompt is about `target` tokens (distinct per tag: no prefix cache hits)."""
+    def text(words: int) -> str:
+        return f"{tag} " + " ".join(["the quick brown fox"] * words)
+
+    count = await client.post(f"{root}/tokenize", cast_to=object, body={
+        "model": model, "messages": [{"role": "user", "content": text(50)}], "add_generation_prompt": True})
+    return text(max(1, round(50 * target / int(count["count"]))))
+
+
+async def stream_once(client: AsyncOpenAI, model: str, content: str, tokens: int) -> tuple[float, float, int]:
     """TTFT, decode seconds after the first token, and tokens of one streamed answer."""
     started = time.perf_counter()
     first = None
     count = 0
     stream = await client.chat.completions.create(
         model=model, max_tokens=tokens, temperature=0.0, stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "user", "content": f"{tag} " + " ".join(f"word{i % 97}" for i in range(words))}])
+        messages=[{"role": "user", "content": content}])
     async with stream:
         async for chunk in stream:
             if chunk.usage:
@@ -73,12 +84,13 @@ async def stream_once(client: AsyncOpenAI, model: str, words: int, tokens: int, 
 
 async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
-    await stream_once(client, model, 32, 8, "warm-up")
-    singles = [await stream_once(client, model, PROMPT_WORDS, tokens, f"single {i} {time.time_ns()}")
-               for i in range(3)]
+    root = base_url.removesuffix("/v1")
+    await stream_once(client, model, "warm-up", 8)
+    singles = [await stream_once(client, model, await prompt_of(client, model, root, f"single {i}", PROMPT_TOKENS),
+                                 tokens) for i in range(3)]
+    prompts = [await prompt_of(client, model, root, f"multi {i}", PROMPT_TOKENS) for i in range(8)]
     started = time.perf_counter()
-    many = await asyncio.gather(*(stream_once(client, model, PROMPT_WORDS, tokens, f"multi {i} {time.time_ns()}")
-                                  for i in range(8)))
+    many = await asyncio.gather(*(stream_once(client, model, prompt, tokens) for prompt in prompts))
     elapsed = time.perf_counter() - started
     await client.close()
     return {
