@@ -66,9 +66,10 @@ async def test_system_prompt_and_history_are_rendered_by_the_chat_template(vllm)
                       "<|end_of_sentence|>User: second question\nAssistant: ")
 
 
-async def test_request_without_the_api_key_is_refused(vllm):
+@pytest.mark.parametrize("key", ["", "wrong"])
+async def test_request_without_the_api_key_is_refused(vllm, key):
     with pytest.raises(ChatError) as caught:
-        await Backend(Settings(vllm_base_url=vllm.base_url, api_key="wrong")).model()
+        await Backend(Settings(vllm_base_url=vllm.base_url, api_key=key)).model()
     assert caught.value.problem is Problem.UNAUTHORIZED
 
 
