@@ -206,7 +206,7 @@ def _tune_cpu(plan: ServePlan, machine: Machine) -> None:
     plan.env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{cores - 1}" if cores > 1 else "0"
     plan.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     plan.reasons.append(f"OpenMP threads bound to cores 0-{cores - 1}: the default reserves a core "
-                        "and was ~30 % slower on 2 cores")
+                        "and was 37 % slower on 2 cores")
     preload = [machine.libraries[name] for name in ("tcmalloc", "iomp5") if name in machine.libraries]
     if preload:
         plan.env["LD_PRELOAD"] = ":".join(preload)

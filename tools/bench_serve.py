@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from openai import AsyncOpenAI
@@ -100,10 +101,11 @@ async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     }
 
 
-def run_config(name: str, argv: list[str], env: dict[str, str], port: int, model: str, tokens: int) -> dict:
+def run_config(name: str, argv: list[str], env: dict[str, str | None], port: int, model: str, tokens: int) -> dict:
     log = open(ROOT / "bench-results" / f"serve-{name}.log", "wb")
     started = time.perf_counter()
-    process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+    merged = {key: value for key, value in {**os.environ, **env}.items() if value is not None}  # None: unset
+    process = subprocess.Popen(argv, env=merged, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
     try:
         import urllib.request
@@ -128,7 +130,8 @@ def main() -> int:
     parser.add_argument("--model", default=str(ROOT / ".cache/models/ernie-full-random"))
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--configs", default="chosen,defaults",
-                        help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload")
+                        help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload, one-thread, "
+                             "vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens)")
     args = parser.parse_args()
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
     (ROOT / "bench-results").mkdir(exist_ok=True)
@@ -142,22 +145,29 @@ def main() -> int:
              "ernie", "--port", str(port), "--max-model-len", "2048"]
     variants = {
         "chosen": (base, {}),
-        "dev": (ServeSettings(**{**base.__dict__, "profile": "dev"}), {}),
-        "fp32": (ServeSettings(**{**base.__dict__, "dtype": "float32"}), {}),
+        "dev": (replace(base, profile="dev"), {}),
+        "fp32": (replace(base, dtype="float32"), {}),
         "no-preload": (base, {"LD_PRELOAD": ""}),
+        "one-thread": (base, {"VLLM_CPU_OMP_THREADS_BIND": "0"}),
+        "vllm-threads": (base, {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": None}),
+        **{f"batched-{n}": (replace(base, max_num_batched_tokens=n), {}) for n in (256, 1024, 8192)},
     }
     bandwidth = memory_bandwidth_gbs()
     weights = shape.parameters * 2
     bound = bandwidth * 1e9 / weights
     rows = []
     for name in args.configs.split(","):
-        if name == "defaults":
-            rows.append(run_config(name, plain, {}, port, "ernie", args.tokens))
-        else:
-            settings, override = variants[name]
-            plan = build_plan(settings, machine, shape, args.model, server_venv)
-            rows.append(run_config(name, plan.argv, {**plan.env, **override}, port, "ernie", args.tokens))
-        print(f"{name} done", file=sys.stderr, flush=True)
+        try:
+            if name == "defaults":
+                rows.append(run_config(name, plain, {}, port, "ernie", args.tokens))
+            else:
+                settings, override = variants[name]
+                plan = build_plan(settings, machine, shape, args.model, server_venv)
+                rows.append(run_config(name, plan.argv, {**plan.env, **override}, port, "ernie", args.tokens))
+        except (RuntimeError, OSError) as error:  # one broken configuration must not lose the others
+            print(f"{name} failed: {error}", file=sys.stderr, flush=True)
+            continue
+        print(f"{name} done: {rows[-1]}", file=sys.stderr, flush=True)
     lines = [f"Memory bandwidth {bandwidth:.1f} GB/s; bf16 weights {weights / 1e9:.2f} GB → bs=1 bound "
              f"{bound:.1f} tok/s", "",
              "| config | start-up s | 1 stream tok/s | % of bound | TTFT ms | 8 streams tok/s | peak RSS GiB |",
