@@ -11,6 +11,7 @@ from typing import Any
 
 import chainlit as cl
 from chainlit.context import init_ws_context
+from chainlit.session import WebsocketSession
 from chainlit.input_widget import Slider, TextInput
 from chainlit.server import sio
 
@@ -266,9 +267,56 @@ async def on_stop() -> None:
         chat.generation.cancel()  # type: ignore[union-attr]
 
 
-@cl.on_chat_end
-async def on_chat_end() -> None:
-    """A closed tab or a new chat: stop everything the session still runs."""
+chainlit_connection_successful = sio.handlers["/"]["connection_successful"]
+
+
+@sio.on("connection_successful")
+async def on_connection_successful(sid: str) -> None:
+    """Chainlit's handler, then the stop button again if an answer kept streaming across a reconnect."""
+    await chainlit_connection_successful(sid)
+    context = init_ws_context(sid)
+    chat = current()
+    if chat is not None and chat.generating:  # Chainlit's handler just told the page no task runs
+        await context.emitter.task_start()
+
+
+chainlit_clear_session = sio.handlers["/"]["clear_session"]
+
+
+@sio.on("clear_session")
+async def on_new_chat(sid: str) -> None:
+    """The new chat button: stop the old chat's work now (its disconnect may be handled first)."""
+    await chainlit_clear_session(sid)
+    if WebsocketSession.get(sid) is None:  # already gone: on_chat_end saw to_clear
+        return
+    init_ws_context(sid)
     chat = current()
     if chat is not None:
+        chat.cancel_tasks()
+
+
+departures: set[asyncio.Task[None]] = set()
+
+
+@cl.on_chat_end
+async def on_chat_end() -> None:
+    """A new chat stops the session's work now; a lost connection first gets time to come back."""
+    chat = current()
+    if chat is None:
+        return
+    session = cl.context.session
+    if session.to_clear:
+        chat.cancel_tasks()
+        return
+    # A closed tab and a network blip look alike here (even an explicit disconnect arrives as a
+    # closed transport); after a blip the page reconnects within about a second.
+    waiting = asyncio.create_task(cancel_unless_reconnected(chat, session))
+    departures.add(waiting)  # the loop keeps only weak references to tasks
+    waiting.add_done_callback(departures.discard)
+
+
+async def cancel_unless_reconnected(chat: ChatSession, session: Any) -> None:
+    """Stop the session's work if no connection took it over within the grace period."""
+    await asyncio.sleep(settings.reconnect_grace_seconds)
+    if not sio.manager.is_connected(session.socket_id, "/"):
         chat.cancel_tasks()

@@ -39,8 +39,12 @@ class ChatClient:
     events: list[tuple[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.sio = socketio.AsyncClient(reconnection=False)
-        self.sio.on("*", self._on_event)
+        self.sio = self._new_socket()
+
+    def _new_socket(self) -> socketio.AsyncClient:
+        sio = socketio.AsyncClient(reconnection=False)
+        sio.on("*", self._on_event)
+        return sio
 
     async def _on_event(self, event: str, data: Any = None) -> None:
         self.events.append((event, data))
@@ -126,9 +130,25 @@ class ChatClient:
         return [m.get("output", "") for m in self.messages.values() if m.get("type") == kind]
 
     async def close(self) -> None:
-        """Close the tab."""
+        """Leave the chat: an explicit socket.io disconnect."""
         if self.sio.connected:
             await self.sio.disconnect()
+
+    async def new_chat(self) -> None:
+        """The new chat button: the session is cleared, then this connection closes."""
+        # Acknowledged, so it is not lost with the socket's queue (the browser sends it before closing).
+        await self.sio.call("clear_session", timeout=10)
+        await self.close()
+
+    async def drop(self) -> None:
+        """Lose the connection without a goodbye, as a closed tab or a network failure does."""
+        await self.sio.eio.ws.close()  # a websocket close frame, no socket.io disconnect packet
+        await self.wait_for(lambda: not self.sio.connected, 10)
+
+    async def reconnect(self) -> None:
+        """Come back on a new connection to the same session, as the page does after a drop."""
+        self.sio = self._new_socket()
+        await self.connect()
 
 
 def widget_values(widgets: list[dict[str, Any]]) -> dict[str, Any]:

@@ -21,6 +21,9 @@ class FakeState:
         self.window = 64
         self.tokens_per_second = 2000.0
         self.requests: list[dict[str, Any]] = []
+        self.streams_open = 0
+        self.streams_finished = 0
+        self.streams_aborted = 0  # the client closed the stream before its end
 
 
 def count_tokens(messages: list[dict[str, str]]) -> int:
@@ -66,6 +69,15 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            state.streams_open += 1
+            try:
+                self._stream(body)
+            except (BrokenPipeError, ConnectionResetError):
+                state.streams_aborted += 1
+            finally:
+                state.streams_open -= 1
+
+        def _stream(self, body: dict[str, Any]) -> None:
             reply = state.reply
             if state.mode == "paced":
                 reply = [f" t{i}" for i in range(int(body.get("max_tokens") or 16))]
@@ -83,6 +95,7 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
             self.close_connection = True
+            state.streams_finished += 1
 
         def _event(self, chunk: dict[str, Any]) -> None:
             chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,

@@ -156,6 +156,7 @@ class ChatApp:
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
     cpus: set[int] | None = None
+    reconnect_grace: float = 1.0  # short, so tests of a closed tab wait less than an answer lasts
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -165,7 +166,8 @@ class ChatApp:
     def start(self, timeout: float = 90) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "VLLM_BASE_URL": self.vllm.base_url, "API_KEY": self.vllm.api_key,
-               "READINESS_POLL_SECONDS": "0.5", "CHAT_HOST": "127.0.0.1", "CHAT_PORT": str(self.port),
+               "READINESS_POLL_SECONDS": "0.5",
+               "RECONNECT_GRACE_SECONDS": str(self.reconnect_grace), "CHAT_HOST": "127.0.0.1", "CHAT_PORT": str(self.port),
                **self.extra_env}
         log = open(LOGS / f"chainlit-{self.vllm.name}-{self.port}.log", "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log,

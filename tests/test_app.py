@@ -158,16 +158,22 @@ async def test_empty_and_whitespace_messages_get_a_clear_message(client, vllm):
 
 
 
-async def test_closing_the_tab_cancels_the_answer_in_vllm(chat_app, vllm):
+async def streaming_tab(chat_app, text: str) -> tuple[ChatClient, int]:
+    """A greeted session streaming a long answer; returns it and the event mark before the message."""
     tab = ChatClient(chat_app.url)
     await tab.connect()
     await tab.greeting()
-    await tab.change_settings({"max_tokens": 4000})
-    finished_before = vllm.metric("vllm:request_success_total")
+    await tab.change_settings({"max_tokens": 4000})  # the whole window: seconds, even for the tiny model
     mark = len(tab.events)
-    await tab.send("a long answer nobody will read")
+    await tab.send(text)
     await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)
-    await tab.close()
+    return tab, mark
+
+
+async def test_a_new_chat_stops_the_answer_in_vllm_at_once(chat_app, vllm):
+    finished_before = vllm.metric("vllm:request_success_total")
+    tab, _ = await streaming_tab(chat_app, "a long answer, then the new chat button")
+    await tab.new_chat()
     await assert_vllm_idle_within_a_second(vllm, time.monotonic())
     assert vllm.metric("vllm:request_success_total") == finished_before
 
