@@ -37,6 +37,7 @@ class ChatClient:
     replies: dict[str, Reply] = field(default_factory=dict)
     settings_widgets: list[dict[str, Any]] = field(default_factory=list)
     events: list[tuple[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # perf_counter() of each event, for benchmarks
 
     def __post_init__(self) -> None:
         self.sio = self._new_socket()
@@ -48,6 +49,7 @@ class ChatClient:
 
     async def _on_event(self, event: str, data: Any = None) -> None:
         self.events.append((event, data))
+        self.arrivals.append(time.perf_counter())
         if event in ("new_message", "update_message"):
             self.messages[data["id"]] = data
             if data.get("type") == "assistant_message":

@@ -15,7 +15,9 @@ class FakeState:
     """What the fake server does next, and what it received."""
 
     def __init__(self) -> None:
-        self.mode = "ok"  # ok | status | drop | slow | paced (max_tokens tokens at tokens_per_second)
+        # ok | status | drop | error_event (vLLM's error event mid-answer) | slow | paced (max_tokens
+        # tokens at tokens_per_second)
+        self.mode = "ok"
         self.status = 500
         self.reply = ["Hello", ", ", "world", "!"]
         self.window = 64
@@ -86,6 +88,10 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     time.sleep(1 / state.tokens_per_second)
                 if state.mode == "drop" and index == 2:
                     self.connection.shutdown(2)
+                    return
+                if state.mode == "error_event" and index == 2:
+                    self._event({"error": {"message": "engine failed", "type": "InternalServerError", "code": 500}})
+                    self._chunk(b"")
                     return
                 self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
                              "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index}})

@@ -79,6 +79,18 @@ async def test_connection_dropped_mid_stream(fake):
     assert received == ["Hello", ", "]
 
 
+async def test_error_event_mid_stream_carries_the_servers_reason(fake):
+    backend, state = fake
+    state.mode = "error_event"
+    received: list[str] = []
+    with pytest.raises(ChatError) as caught:
+        async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
+            async for piece in stream:
+                received.append(piece)
+    assert caught.value.problem is Problem.SERVER_ERROR and caught.value.details["status"] == "engine failed"
+    assert received == ["Hello", ", "]
+
+
 async def test_timeout(fake):
     backend, state = fake
     state.mode = "slow"

@@ -39,6 +39,7 @@ class Sample:
     seconds: float = 0.0
     errors: int = 0
     app_cpu: float = 0.0
+    client_cpu: float = 0.0  # this load client's own CPU, on the app's core when pinned
 
 
 def pct(values: list[float], q: float) -> float:
@@ -86,9 +87,10 @@ async def direct_round(base_url: str, api_key: str, model: str, n: int, tokens: 
         except Exception:  # noqa: BLE001 - a benchmark counts failures, it does not stop on them
             sample.errors += 1
 
-    started = time.perf_counter()
+    started, client_cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(i) for i in range(n)))
     sample.seconds += time.perf_counter() - started
+    sample.client_cpu += time.process_time() - client_cpu
     await client.close()
 
 
@@ -96,9 +98,13 @@ async def app_round(url: str, n: int, tokens: int, tag: str, sample: Sample, app
     tabs = [ChatClient(url) for _ in range(n)]
     await asyncio.gather(*(tab.connect() for tab in tabs))
     await asyncio.gather(*(tab.greeting() for tab in tabs))
-    await asyncio.gather(*(tab.change_settings({"max_tokens": tokens, "system_prompt": "You are ERNIE."})
-                           for tab in tabs))
+    # The same sampling as the direct path (the app's default repetition penalty would differ).
+    same_sampling = {"max_tokens": tokens, "system_prompt": "You are ERNIE.", "temperature": 0.7, "top_p": 0.9,
+                     "repetition_penalty": 1.0}
+    await asyncio.gather(*(tab.change_settings(same_sampling) for tab in tabs))
     cpu_before = process_cpu_seconds(app_pid) if app_pid else 0.0
+
+    ends: list[float] = []
 
     async def one(index: int, tab: ChatClient) -> None:
         started = time.perf_counter()
@@ -107,6 +113,8 @@ async def app_round(url: str, n: int, tokens: int, tag: str, sample: Sample, app
         except TimeoutError:
             sample.errors += 1
             return
+        # The answer is over when its task_end arrives (ask() itself waits a little longer).
+        ends.append(max(at for (event, _), at in zip(tab.events, tab.arrivals) if event == "task_end"))
         replies = [tab.replies[m["id"]] for m in produced if m["id"] in tab.replies]
         if not replies or any(m.get("isError") for m in produced):
             sample.errors += 1
@@ -118,9 +126,10 @@ async def app_round(url: str, n: int, tokens: int, tag: str, sample: Sample, app
         sample.stream_rates.append(tokens / (times[-1] - started))
         sample.tokens += tokens
 
-    started = time.perf_counter()
+    started, client_cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(i, tab) for i, tab in enumerate(tabs)))
-    sample.seconds += time.perf_counter() - started
+    sample.seconds += max(ends, default=time.perf_counter()) - started
+    sample.client_cpu += time.process_time() - client_cpu
     if app_pid:
         sample.app_cpu += process_cpu_seconds(app_pid) - cpu_before
     await asyncio.gather(*(tab.close() for tab in tabs))
@@ -144,8 +153,8 @@ def table(results: dict[int, dict[str, Sample]], rtt: float) -> str:
     """The Markdown report."""
     lines = [
         "| N | path | TTFT p50 ms | TTFT p95 ms | gap p50 ms | gap p95 ms | per-stream tok/s | aggregate tok/s "
-        "| app/direct | app CPU s / 1000 tok | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| app/direct | app CPU s / 1000 tok | client CPU s / 1000 tok | app core busy | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, paths in results.items():
         direct_rate = paths["direct"].tokens / paths["direct"].seconds if paths["direct"].seconds else 0
@@ -153,11 +162,14 @@ def table(results: dict[int, dict[str, Sample]], rtt: float) -> str:
             rate = sample.tokens / sample.seconds if sample.seconds else 0
             ratio = f"{rate / direct_rate:.3f}" if name == "app" and direct_rate else ""
             cpu = f"{1000 * sample.app_cpu / sample.tokens:.2f}" if name == "app" and sample.tokens else ""
+            client = f"{1000 * sample.client_cpu / sample.tokens:.2f}" if sample.tokens else ""
+            # The app's core (core 1 when pinned) carries the app and this client: its busy share.
+            busy = f"{100 * (sample.app_cpu + sample.client_cpu) / sample.seconds:.0f} %" if sample.seconds else ""
             lines.append(
                 f"| {n} | {name} | {1000 * pct(sample.ttft, 50):.1f} | {1000 * pct(sample.ttft, 95):.1f} "
                 f"| {1000 * pct(sample.gaps, 50):.1f} | {1000 * pct(sample.gaps, 95):.1f} "
                 f"| {statistics.median(sample.stream_rates) if sample.stream_rates else 0:.1f} | {rate:.1f} "
-                f"| {ratio} | {cpu} | {sample.errors} |")
+                f"| {ratio} | {cpu} | {client} | {busy} | {sample.errors} |")
     lines.append("")
     lines.append(f"Token counting (/tokenize) round trip the app adds before each answer: {1000 * rtt:.1f} ms "
                  "(median of 20). Through the app, a gap is between two socket events, which carry "
