@@ -11,9 +11,9 @@ from typing import Any
 
 import chainlit as cl
 from chainlit.context import init_ws_context
-from chainlit.session import WebsocketSession
 from chainlit.input_widget import Slider, TextInput
 from chainlit.server import sio
+from chainlit.session import WebsocketSession
 
 from app.backend import Backend, Sampling
 from app.coalesce import Coalescer
@@ -287,7 +287,7 @@ chainlit_clear_session = sio.handlers["/"]["clear_session"]
 async def on_new_chat(sid: str) -> None:
     """The new chat button: stop the old chat's work now (its disconnect may be handled first)."""
     await chainlit_clear_session(sid)
-    if WebsocketSession.get(sid) is None:  # already gone: on_chat_end saw to_clear
+    if WebsocketSession.get(sid) is None:  # no such session (never started, or already deleted)
         return
     init_ws_context(sid)
     chat = current()
@@ -315,7 +315,7 @@ async def on_chat_end() -> None:
     waiting.add_done_callback(departures.discard)
 
 
-async def cancel_unless_reconnected(chat: ChatSession, session: Any) -> None:
+async def cancel_unless_reconnected(chat: ChatSession, session: WebsocketSession) -> None:
     """Stop the session's work if no connection took it over within the grace period."""
     await asyncio.sleep(settings.reconnect_grace_seconds)
     if not sio.manager.is_connected(session.socket_id, "/"):
