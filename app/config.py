@@ -33,7 +33,7 @@ class Settings(BaseModel):
     greeting_en: str = ""
     greeting_zh: str = ""
     readiness_poll_seconds: float = Field(2.0, gt=0)
-    reconnect_grace_seconds: float = Field(3.0, ge=0, description="a dropped connection's time to come back")
+    reconnect_grace_seconds: float = Field(0.0, ge=0, description="a lost connection's time to come back; 0: none")
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
     chat_host: str = Field("127.0.0.1", description="address the chat UI listens on")
     chat_port: int = Field(7860, ge=1, le=65535, description="Chainlit's own 8000 is vLLM's")

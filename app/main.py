@@ -300,12 +300,12 @@ departures: set[asyncio.Task[None]] = set()
 
 @cl.on_chat_end
 async def on_chat_end() -> None:
-    """A new chat stops the session's work now; a lost connection first gets time to come back."""
+    """A new chat or a closed tab stops the session's work; with a grace period, a lost connection may come back."""
     chat = current()
     if chat is None:
         return
     session = cl.context.session
-    if session.to_clear:
+    if session.to_clear or not settings.reconnect_grace_seconds:
         chat.cancel_tasks()
         return
     # A closed tab and a network blip look alike here (even an explicit disconnect arrives as a

@@ -156,7 +156,7 @@ class ChatApp:
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
     cpus: set[int] | None = None
-    reconnect_grace: float = 1.0  # short, so tests of a closed tab wait less than an answer lasts
+    reconnect_grace: float = 0.0  # the product's default: a closed tab stops its answer at once
     process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -170,6 +170,14 @@ async def streaming_tab(chat_app, text: str) -> tuple[ChatClient, int]:
     return tab, mark
 
 
+async def test_closing_the_tab_cancels_the_answer_in_vllm(chat_app, vllm):
+    finished_before = vllm.metric("vllm:request_success_total")
+    tab, _ = await streaming_tab(chat_app, "a long answer nobody will read")
+    await tab.drop()  # what closing a tab does: the websocket closes, nothing else is said
+    await assert_vllm_idle_within_a_second(vllm, time.monotonic())
+    assert vllm.metric("vllm:request_success_total") == finished_before
+
+
 async def test_a_new_chat_stops_the_answer_in_vllm_at_once(chat_app, vllm):
     finished_before = vllm.metric("vllm:request_success_total")
     tab, _ = await streaming_tab(chat_app, "a long answer, then the new chat button")

@@ -1,4 +1,4 @@
-"""A lost connection: the answer waits for the page to come back, and stops if it does not."""
+"""With RECONNECT_GRACE_SECONDS: the answer waits for a lost page to come back, and stops if it does not."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ ANSWER_TOKENS = 400
 
 @pytest.fixture(scope="module")
 def paced_app() -> Iterator[tuple[ChatApp, FakeState]]:
-    """The real app in front of a paced fake OpenAI server."""
+    """The real app, with a reconnection grace period, in front of a paced fake OpenAI server."""
     with fake_openai_server() as (url, state):
         state.mode, state.window, state.tokens_per_second = "paced", 4096, TOKENS_PER_SECOND
-        app = ChatApp(VllmServer("reconnect", port=urlparse(url).port or 0, api_key=""))
+        app = ChatApp(VllmServer("reconnect", port=urlparse(url).port or 0, api_key=""), reconnect_grace=1.0)
         app.start()
         yield app, state
         app.stop()
