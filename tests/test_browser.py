@@ -82,6 +82,14 @@ def wait_answer_done(page: Page, count: int) -> None:
     expect(page.locator("#stop-button")).to_have_count(0, timeout=30_000)
 
 
+def wait_for_request(vllm: VllmServer, seen: int, timeout: float = 30) -> None:
+    """Wait until vLLM has logged more than `seen` requests."""
+    deadline = time.monotonic() + timeout
+    while len(vllm.logged_requests()) <= seen:
+        assert time.monotonic() < deadline, "no new request reached vLLM"
+        time.sleep(0.05)
+
+
 def set_settings(page: Page, temperature_steps: int | None = None, max_token_steps: int | None = None,
                  system_prompt: str | None = None, most_tokens: bool = False) -> None:
     """Open the settings panel, move sliders from their minimum by whole steps (or max tokens to its
@@ -211,6 +219,7 @@ def test_regenerate_and_edit_update_the_history(browser, chat_app, vllm):
     wait_answer_done(page, 2)
     before = len(vllm.logged_requests())
     page.get_by_role("button", name="Regenerate").click()
+    wait_for_request(vllm, before)  # the old answer stays done until the regenerated one replaces it
     expect(page.locator(ANSWERS)).to_have_count(2, timeout=30_000)
     wait_answer_done(page, 2)
     regenerated = vllm.logged_requests()[before:]
@@ -221,8 +230,10 @@ def test_regenerate_and_edit_update_the_history(browser, chat_app, vllm):
     user.hover()
     user.locator(".edit-message").click()
     page.fill("#edit-chat-input", "edited question")
+    before = len(vllm.logged_requests())
     page.click(".confirm-edit")
     expect(page.locator(USER_MESSAGES).last).to_contain_text("edited question", timeout=10_000)
+    wait_for_request(vllm, before)
     wait_answer_done(page, 2)
     prompt = vllm.logged_requests()[-1]["prompt"]
     assert "original question" not in prompt and prompt.endswith("User: edited question\nAssistant: ")
