@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -132,10 +133,11 @@ STOP_AFTER_GROWTH = """() => {
 }"""
 
 
-def test_answer_grows_while_streaming_and_stop_leaves_it_final(fresh_browser, chat_app, vllm):
-    page = open_chat(fresh_browser, chat_app.url)
+def stop_while_growing(browser: Browser, url: str) -> tuple[Page, dict]:
+    """Open a chat, ask for a window-long answer, and press stop as soon as the page showed it grow."""
+    page = open_chat(browser, url)
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
-    # The tiny model streams ~350 tokens/s: the whole window (~4000 tokens) leaves time to press stop.
+    # The tiny model streams ~300 tokens/s: the whole window (~4000 tokens) leaves time to press stop.
     set_settings(page, most_tokens=True)
     page.evaluate(STOP_AFTER_GROWTH)
     send(page, "Tell me everything you know.")
@@ -144,8 +146,22 @@ def test_answer_grows_while_streaming_and_stop_leaves_it_final(fresh_browser, ch
     assert second != first and second.startswith(first.rstrip()[:20]), "the answer grew while streaming"
     assert grown["clicked"], "the stop button was there while the answer streamed"
     expect(page.locator("#stop-button")).to_have_count(0, timeout=10_000)
-    stats = page.locator(ANSWERS).nth(1).get_by_test_id("answer-stats")
-    expect(stats).to_contain_text("stopped", timeout=30_000)
+    return page, grown
+
+
+def test_answer_grows_while_streaming_and_stop_leaves_it_final(fresh_browser, chat_app, vllm):
+    # A page that falls behind the stream (a cold browser on a loaded 2-core machine) can show the
+    # answer growing after vLLM has finished it; then the stop comes too late and the case is retried.
+    for attempt in range(3):
+        page, _ = stop_while_growing(fresh_browser, chat_app.url)
+        stats = page.locator(ANSWERS).nth(1).get_by_test_id("answer-stats")
+        expect(stats).to_contain_text("tokens", timeout=30_000)
+        if "stopped" in stats.inner_text():
+            break
+        assert re.search(r"\b40\d\d tokens", stats.inner_text()), "not stopped: the answer ran to its end"
+        page.context.close()
+    else:
+        pytest.fail("in 3 attempts the page never showed a growing answer before vLLM had finished it")
     answer = page.locator(ANSWERS).nth(1).locator(".message-content")
     final = answer.inner_text()
     time.sleep(1.0)
