@@ -43,12 +43,6 @@ async def streaming_tab(app: ChatApp, state: FakeState) -> tuple[ChatClient, str
     return tab, tab.events_since(mark, "stream_start")[0]["id"]
 
 
-async def wait_until(predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-
-
 async def test_an_answer_survives_a_dropped_connection_that_comes_back(paced_app):
     app, state = paced_app
     finished, aborted = state.streams_finished, state.streams_aborted
@@ -76,7 +70,7 @@ async def test_a_closed_tab_stops_the_answer_after_the_grace(paced_app):
     dropped_at = time.monotonic()
     await asyncio.sleep(app.reconnect_grace / 2)
     assert state.streams_open == 1, "the answer waits for the page to come back"
-    await wait_until(lambda: state.streams_aborted > aborted, app.reconnect_grace + 2)
+    await tab.wait_for(lambda: state.streams_aborted > aborted, app.reconnect_grace + 2)
     assert state.streams_aborted == aborted + 1 and state.streams_open == 0
     assert time.monotonic() - dropped_at < app.reconnect_grace + 2
 
@@ -87,6 +81,6 @@ async def test_a_new_chat_stops_the_answer_at_once(paced_app):
     tab, _ = await streaming_tab(app, state)
     await tab.new_chat()
     asked_at = time.monotonic()
-    await wait_until(lambda: state.streams_aborted > aborted, 5)
+    await tab.wait_for(lambda: state.streams_aborted > aborted, 5)
     assert state.streams_aborted == aborted + 1
     assert time.monotonic() - asked_at < app.reconnect_grace, "not left running for the grace period"
