@@ -13,6 +13,7 @@ from dotenv import load_dotenv
 
 from serving.machine import detect
 from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
+from serving.priority import lower_priority
 
 FETCH = (
     "import sys; from huggingface_hub import snapshot_download; "
@@ -67,6 +68,7 @@ def main() -> int:
     print(plan.shown(), flush=True)
     if args.dry_run:
         return 0
+    lower_priority(plan.nice)
     os.execvpe(plan.argv[0], plan.argv, {**os.environ, **plan.env})
 
 

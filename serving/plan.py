@@ -34,6 +34,7 @@ class ServeSettings:
     dtype: str = "auto"
     api_key: str = ""
     vllm_extra_args: str = ""
+    vllm_nice: int = 10
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "ServeSettings":
@@ -49,6 +50,8 @@ class ServeSettings:
             raise ServeError(f"DEVICE must be auto, cpu or gpu, not {settings.device!r}")
         if settings.profile not in ("default", "dev"):
             raise ServeError(f"PROFILE must be default or dev, not {settings.profile!r}")
+        if not 0 <= settings.vllm_nice <= 19:
+            raise ServeError(f"VLLM_NICE must be 0 to 19, not {settings.vllm_nice}")
         return settings
 
 
@@ -89,6 +92,7 @@ class ServePlan:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    nice: int = 0
 
     def shown(self) -> str:
         """The command as a shell line, environment first (secrets masked)."""
@@ -168,6 +172,10 @@ def build_plan(
     if settings.vllm_extra_args:
         plan.argv += shlex.split(settings.vllm_extra_args)
         plan.reasons.append("extra arguments: VLLM_EXTRA_ARGS")
+    plan.nice = settings.vllm_nice
+    if plan.nice:
+        plan.reasons.append(f"nice {plan.nice}: the chat UI and the browser on this machine get the CPU first "
+                            "(vLLM keeps its cores busy; at equal priority they stalled for seconds)")
     return plan
 
 

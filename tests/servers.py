@@ -25,25 +25,6 @@ def pin(cpus: set[int] | None):
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
 
-def yield_to_the_app(cpus: set[int] | None):
-    """A preexec_fn for vLLM: pinned like pin(), and lower in CPU priority than the app and the tests.
-
-    The tiny model keeps both cores of the test machine busy (a worker spinning at 100 % and the
-    engine core at ~75 %); at equal priority other processes were measured stalling for up to 10 s,
-    which made the app late to react and vLLM's stream arrive in bursts. With autogroup scheduling
-    (a session per server) only the session's own nice value counts between servers, so set both.
-    """
-    def setup() -> None:
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        os.nice(10)
-        try:
-            Path("/proc/self/autogroup").write_text("10")
-        except OSError:  # a kernel without autogroup scheduling
-            pass
-    return setup
-
-
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as sock:
@@ -123,7 +104,7 @@ class VllmServer:
         log = open(self.log_path, "ab" if self.process else "wb")  # a restart appends
         self.process = subprocess.Popen([sys.executable, "-m", "serving"], cwd=ROOT, env=env,
                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=yield_to_the_app(self.cpus))
+                                        preexec_fn=pin(self.cpus))
         wait_http(self.base_url + "/models", self.process, timeout,
                   {"Authorization": f"Bearer {self.api_key}"})
 

@@ -86,6 +86,33 @@ def test_settings_from_environment():
         ServeSettings.from_env({"DEVICE": "tpu"})
 
 
+def test_vllm_is_niced_below_the_chat_ui_unless_told_otherwise():
+    machine = MACHINES["cpu-2-cores"]
+    plan = build_plan(ServeSettings.from_env({}), machine, ERNIE, "m", SERVER_VENV)
+    assert plan.nice == 10 and any(r.startswith("nice 10:") for r in plan.reasons)
+    plan = build_plan(ServeSettings.from_env({"VLLM_NICE": "0"}), machine, ERNIE, "m", SERVER_VENV)
+    assert plan.nice == 0 and not any(r.startswith("nice") for r in plan.reasons)
+    for bad in ("20", "-5"):
+        with pytest.raises(ServeError, match="VLLM_NICE"):
+            ServeSettings.from_env({"VLLM_NICE": bad})
+
+
+def test_the_running_vllm_and_its_session_are_niced(vllm):
+    """The tests start `python -m serving` in a session of its own, as `make run` does."""
+    for pid in [vllm.process.pid, *children(vllm.process.pid)]:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        assert int(stat[stat.rindex(")") + 2:].split()[16]) == 10, f"nice of {stat[:60]}"
+    autogroup = Path(f"/proc/{vllm.process.pid}/autogroup")
+    if autogroup.exists():  # kernels built without autogroup scheduling have no such file
+        assert autogroup.read_text().split()[-1] == "10"
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant process of pid (vLLM's engine core and worker)."""
+    found = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return found + [grandchild for child in found for grandchild in children(child)]
+
+
 PARSE = """
 import json, sys
 from vllm.entrypoints.launchers.cli_args import make_arg_parser

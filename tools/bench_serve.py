@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from serving.machine import detect  # noqa: E402
 from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402
+from serving.priority import lower_priority  # noqa: E402
 
 PROMPT_TOKENS = 487
 
@@ -101,12 +102,13 @@ async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     }
 
 
-def run_config(name: str, argv: list[str], env: dict[str, str | None], port: int, model: str, tokens: int) -> dict:
+def run_config(name: str, argv: list[str], env: dict[str, str | None], port: int, model: str, tokens: int,
+               nice: int = 0) -> dict:
     log = open(ROOT / "bench-results" / f"serve-{name}.log", "wb")
     started = time.perf_counter()
     merged = {key: value for key, value in {**os.environ, **env}.items() if value is not None}  # None: unset
     process = subprocess.Popen(argv, env=merged, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=lambda: lower_priority(nice))
     try:
         import urllib.request
         while True:
@@ -131,7 +133,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--configs", default="chosen,defaults",
                         help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload, one-thread, "
-                             "vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens)")
+                             "vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
+                             "nice-0 (vLLM at the client's CPU priority)")
     args = parser.parse_args()
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
     (ROOT / "bench-results").mkdir(exist_ok=True)
@@ -146,6 +149,7 @@ def main() -> int:
     variants = {
         "chosen": (base, {}),
         "dev": (replace(base, profile="dev"), {}),
+        "nice-0": (replace(base, vllm_nice=0), {}),
         "fp32": (replace(base, dtype="float32"), {}),
         "no-preload": (base, {"LD_PRELOAD": ""}),
         "one-thread": (base, {"VLLM_CPU_OMP_THREADS_BIND": "0"}),
@@ -163,7 +167,8 @@ def main() -> int:
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
-                rows.append(run_config(name, plan.argv, {**plan.env, **override}, port, "ernie", args.tokens))
+                rows.append(run_config(name, plan.argv, {**plan.env, **override}, port, "ernie", args.tokens,
+                                       plan.nice))
         except (RuntimeError, OSError) as error:  # one broken configuration must not lose the others
             print(f"{name} failed: {error}", file=sys.stderr, flush=True)
             continue
