@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from chat_client import ChatClient  # noqa: E402
-from servers import ChatApp, VllmServer  # noqa: E402
+from servers import LOGS, ChatApp, VllmServer  # noqa: E402
 
 
 def serve(name: str, window: int) -> Iterator[tuple[VllmServer, ChatApp]]:
@@ -76,3 +76,16 @@ async def client(chat_app) -> AsyncIterator[ChatClient]:
 async def small_client(small_app) -> AsyncIterator[ChatClient]:
     async for tab in greeted_tab(small_app):
         yield tab
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the last lines the servers logged while it ran (CI shows no files)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed or not LOGS.exists():
+        return
+    for log in sorted(LOGS.glob("*.log")):
+        if log.stat().st_mtime >= call.start:
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            report.sections.append((f"last lines of {log.name}", "\n".join(line[:300] for line in tail)))
