@@ -214,6 +214,7 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
                 if not got_token:
                     got_token, first_token_at = True, time.perf_counter()
                 await batcher.add(delta)
+                tokens = stream.completion_tokens
             tokens = stream.completion_tokens
     except asyncio.CancelledError:
         ending = Ending.STOPPED
@@ -221,8 +222,6 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         ending, failure = Ending.FAILED, error
     await batcher.flush()
     finished = time.perf_counter()
-    if ending is Ending.STOPPED and reply.content:
-        tokens = await tokens_of_stopped_answer(reply.content)
 
     chat.conversation.add(Turn(user_text, reply.content, ending, message_id))
     stats = AnswerStats(
@@ -239,14 +238,6 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         await reply.send()
     if failure is not None:
         await say_error(chat, failure)
-
-
-async def tokens_of_stopped_answer(text: str) -> int | None:
-    """vLLM reports usage only at the end of an answer: count a stopped one's text (close, not exact)."""
-    try:
-        return await backend.count_text_tokens(text)
-    except ChatError:
-        return None
 
 
 def stats_element(line: str) -> cl.CustomElement:

@@ -63,8 +63,7 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                                                     "type": "test", "code": state.status}})
                 return
             if self.path == "/tokenize":
-                count = len(body["prompt"].split()) if "prompt" in body else count_tokens(body["messages"])
-                self._json(200, {"count": count, "max_model_len": state.window})
+                self._json(200, {"count": count_tokens(body["messages"]), "max_model_len": state.window})
                 return
             if state.mode == "slow":
                 time.sleep(3)
@@ -84,7 +83,6 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             reply = state.reply
             if state.mode == "paced":
                 reply = [f" t{i}" for i in range(int(body.get("max_tokens") or 16))]
-            continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
             for index, piece in enumerate(reply):
                 if state.mode == "paced" and index:
                     time.sleep(1 / state.tokens_per_second)
@@ -96,8 +94,7 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     self._chunk(b"")
                     return
                 self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-                             "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index}
-                             if continuous else None})
+                             "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index}})
             self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None})
             self._event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(reply),
                                                   "total_tokens": 3 + len(reply)}})

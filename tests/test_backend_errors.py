@@ -33,7 +33,7 @@ async def test_streams_text_and_usage(fake):
     assert stream.completion_tokens == 4 and stream.finish_reason == "stop"
     sent = state.requests[-1]
     assert sent["stream"] is True and sent["max_tokens"] == 8 and sent["temperature"] == 0.5
-    assert sent["stream_options"] == {"include_usage": True}
+    assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
 
 
 async def test_unreachable_server():
