@@ -103,6 +103,13 @@ class ChatClient:
         await self.sio.emit("client_message", payload)
         return message_id
 
+    async def start_answer(self, text: str, timeout: float = 60) -> int:
+        """Send a message and wait until its answer starts streaming; return the event mark before it."""
+        mark = len(self.events)
+        await self.send(text)
+        await self.wait_for(lambda: self.events_since(mark, "stream_start"), timeout)
+        return mark
+
     async def ask(self, text: str, timeout: float = 120) -> list[dict[str, Any]]:
         """Send a message, wait for its task to end; return the messages it produced."""
         sent_at = len(self.events)

@@ -94,9 +94,7 @@ async def start_long_answer(tab: ChatClient, vllm, text: str) -> int:
     """
     await tab.change_settings({"max_tokens": 4000})  # the whole window: seconds, even for the tiny model
     for attempt in range(3):
-        mark = len(tab.events)
-        await tab.send(f"{text} ({attempt})")
-        await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)
+        mark = await tab.start_answer(f"{text} ({attempt})")
         if vllm.metric("vllm:num_requests_running") == 1:
             return mark
         await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
@@ -129,9 +127,7 @@ async def test_stop_ends_the_answer_and_frees_vllm(client, vllm):
 
 async def test_a_second_message_while_answering_is_refused(client, vllm):
     await client.change_settings({"max_tokens": 4000})
-    mark = len(client.events)
-    await client.send("first message, long answer")
-    await client.wait_for(lambda: client.events_since(mark, "stream_start"), 60)
+    mark = await client.start_answer("first message, long answer")
     await client.send("second message too early")
     await client.wait_for(lambda: any(m.get("isError") for m in client.events_since(mark, "new_message")), 30)
     refusal = [m["output"] for m in client.events_since(mark, "new_message") if m.get("isError")][0]

@@ -36,9 +36,7 @@ async def streaming_tab(app: ChatApp, state: FakeState) -> tuple[ChatClient, str
     await tab.connect()
     await tab.greeting()
     await tab.change_settings({"max_tokens": ANSWER_TOKENS})
-    mark = len(tab.events)
-    await tab.send("a long answer, please")
-    await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 30)
+    mark = await tab.start_answer("a long answer, please", timeout=30)
     assert state.streams_open == 1
     return tab, tab.events_since(mark, "stream_start")[0]["id"]
 

@@ -42,9 +42,7 @@ async def test_waits_for_vllm_then_survives_its_crash(lonely_app):
 
     # Kill vLLM in the middle of a long answer.
     await tab.change_settings({"max_tokens": 4000})
-    mark = len(tab.events)
-    await tab.send("write a long answer")
-    await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)
+    mark = await tab.start_answer("write a long answer")
     server.kill()
     await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 30)
     await asyncio.sleep(0.2)
