@@ -6,11 +6,18 @@ import os
 import sys
 from pathlib import Path
 
-from app.config import get_settings
+from pydantic import ValidationError
+
+from app.config import explain, get_settings
 
 
-def main() -> None:
-    settings = get_settings()
+def main() -> int:
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        for line in explain(exc):
+            print(f"make chat: {line}", file=sys.stderr)
+        return 2
     chainlit = Path(sys.executable).with_name("chainlit")
     main_py = Path(__file__).with_name("main.py")
     print(f"Chat UI: http://localhost:{settings.chat_port}", flush=True)
@@ -21,4 +28,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

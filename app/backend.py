@@ -127,7 +127,7 @@ class Backend:
         self._settings = settings
         self.server = settings.server_root
         self._client = AsyncOpenAI(
-            base_url=settings.vllm_base_url,
+            base_url=settings.base_url,
             api_key=settings.api_key.get_secret_value() or "none",
             timeout=openai.Timeout(settings.request_timeout, connect=settings.connect_timeout),
             max_retries=0,

@@ -4,20 +4,54 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from dotenv import load_dotenv
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
 DEFAULT_SYSTEM_PROMPT = "You are ERNIE, a helpful, concise and honest assistant."
+ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# Settings where an empty value is a choice of its own rather than "use the default".
+BLANK_IS_A_VALUE = frozenset({"system_prompt"})
 
 
-class Settings(BaseModel):
+class EnvSettings(BaseSettings):
+    """Settings read from environment variables named like the fields; `NAME=` means the default."""
+
+    model_config = SettingsConfigDict(frozen=True, protected_namespaces=(), extra="ignore", env_file=None)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_means_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """.env.example lists every variable with an empty value where the default applies."""
+        if value == "" and info.field_name is not None and info.field_name not in BLANK_IS_A_VALUE:
+            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+        return value
+
+
+def dotenv_file() -> Path | None:
+    """The project's .env, unless python-dotenv's PYTHON_DOTENV_DISABLED turns .env files off (the tests do)."""
+    if os.environ.get("PYTHON_DOTENV_DISABLED", "").casefold() in {"1", "true", "t", "yes", "y"}:
+        return None
+    return ROOT / ".env"
+
+
+def explain(error: ValidationError) -> list[str]:
+    """One line per bad variable, naming it as the user wrote it."""
+    return [f"{str(problem['loc'][0]).upper() if problem['loc'] else 'settings'}={problem.get('input')!s}: "
+            f"{problem['msg']}" for problem in error.errors()]
+
+
+class Settings(EnvSettings):
     """Everything the chat app needs to know; field names match the environment variables."""
 
-    model_config = {"frozen": True, "protected_namespaces": ()}
-
-    vllm_base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI API of vLLM")
+    vllm_host: str = Field("127.0.0.1", description="vLLM's address, when VLLM_BASE_URL is not set")
+    vllm_port: int = Field(8000, ge=1, le=65535)
+    vllm_base_url: str = Field("", description="OpenAI API of vLLM; empty: from VLLM_HOST and VLLM_PORT")
     api_key: SecretStr = Field(SecretStr(""), description="vLLM --api-key; empty: none")
     model_name: str = Field("", description="served model name; empty: ask /v1/models")
     model: str = Field(DEFAULT_MODEL, description="weights vLLM loads (hub id or folder)")
@@ -37,30 +71,51 @@ class Settings(BaseModel):
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
     chat_host: str = Field("127.0.0.1", description="address the chat UI listens on")
     chat_port: int = Field(7860, ge=1, le=65535, description="Chainlit's own 8000 is vLLM's")
+    allowed_origins: str = Field("", description="web origins that may use the chat, comma-separated; "
+                                                 "empty: the chat's own address; *: any")
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_only(cls, value: str) -> str:
+        """Each entry is a scheme and a host (and port), nothing more: what browsers send as Origin."""
+        for origin in (o.strip() for o in value.split(",") if o.strip()):
+            parts = urlsplit(origin)
+            if origin != "*" and (parts.scheme not in ("http", "https") or not parts.hostname
+                                  or parts.path not in ("", "/") or parts.query or parts.fragment):
+                raise ValueError(f"{origin!r} is not an origin like https://chat.example.com")
+        return value
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI API root of vLLM."""
+        return self.vllm_base_url or f"http://{self.vllm_host}:{self.vllm_port}/v1"
 
     @property
     def server_root(self) -> str:
         """The vLLM server root (for /tokenize, /health, /metrics)."""
-        url = self.vllm_base_url.rstrip("/")
+        url = self.base_url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
 
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Build settings from an environment mapping (defaults apply to unset or empty values)."""
-        env = os.environ if environ is None else environ
-        values = {name: env[name.upper()] for name in cls.model_fields if env.get(name.upper())}
-        if "vllm_base_url" not in values and (env.get("VLLM_HOST") or env.get("VLLM_PORT")):
-            host = env.get("VLLM_HOST") or "127.0.0.1"
-            port = env.get("VLLM_PORT") or "8000"
-            values["vllm_base_url"] = f"http://{host}:{port}/v1"
-        # A blank SYSTEM_PROMPT is a valid choice: no system line at all.
-        if "SYSTEM_PROMPT" in env:
-            values["system_prompt"] = env["SYSTEM_PROMPT"]
-        return cls(**values)
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """The web origins allowed to use the chat: the setting, or the chat's own address as browsers write it."""
+        if self.allowed_origins.strip():
+            return tuple(origin.strip() for origin in self.allowed_origins.split(",") if origin.strip())
+        hosts = ["localhost", "127.0.0.1", "[::1]"]
+        if self.chat_host not in (*LOOPBACK_HOSTS, "0.0.0.0", "::", ""):
+            hosts.append(f"[{self.chat_host}]" if ":" in self.chat_host else self.chat_host)
+        return tuple(f"http://{host}:{self.chat_port}" for host in hosts)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Host names requests may be addressed to: the allowed origins' and loopback (no DNS name can rebind those)."""
+        if "*" in self.origins:
+            return ("*",)
+        named = {urlsplit(origin).hostname or "" for origin in self.origins}
+        return tuple(sorted(named | set(LOOPBACK_HOSTS)))
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings: .env first loaded, real environment variables win."""
-    load_dotenv(override=False)
-    return Settings.from_env()
+    """The process-wide settings: real environment variables first, then .env."""
+    return Settings(_env_file=dotenv_file())

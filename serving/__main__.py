@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dotenv import load_dotenv
+from pydantic import ValidationError
 
+from app.config import dotenv_file, explain
 from serving.machine import detect
 from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
 from serving.priority import lower_priority
@@ -27,6 +28,8 @@ def resolve_model(model: str, server_venv: str, offline: bool) -> str:
     if Path(model).is_dir():
         return model
     python = os.path.join(server_venv, "bin", "python")
+    if not os.path.exists(python):
+        raise ServeError(f"{server_venv} is not installed yet (make install-server), so {model!r} cannot be looked up")
     env = {**os.environ, "HF_HUB_ETAG_TIMEOUT": "15", "HF_HUB_DOWNLOAD_TIMEOUT": "30"}
     result = subprocess.run([python, "-c", FETCH, model, "1" if offline else "0"],
                             capture_output=True, text=True, env=env, check=False)
@@ -44,20 +47,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     args = parser.parse_args()
-    load_dotenv(override=False)
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
     try:
-        settings = ServeSettings.from_env()
+        settings = ServeSettings(_env_file=dotenv_file())
+    except ValidationError as exc:
+        for line in explain(exc):
+            print(f"make serve: {line}", file=sys.stderr)
+        return 2
+    try:
         try:
             model_path = resolve_model(settings.model, server_venv, offline=args.dry_run)
-        except ServeError:
+        except ServeError as exc:
             if not args.dry_run:
                 raise
+            print(f"  - model not resolved, the plan uses its name: {exc}")
             model_path = settings.model  # a dry run still shows the flags
         config = Path(model_path, "config.json")
         shape = ModelShape.from_config(json.loads(config.read_text())) if config.exists() else None
         plan = build_plan(settings, detect(server_venv), shape, model_path, server_venv)
-    except (ServeError, ValueError) as exc:
+    except ServeError as exc:
         print(f"make serve: {exc}", file=sys.stderr)
         return 2
     for name in [name for name in plan.env if name in os.environ and name != "VLLM_API_KEY"]:

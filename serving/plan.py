@@ -8,51 +8,35 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import Field, SecretStr
+
+from app.config import DEFAULT_MODEL, EnvSettings
 from serving.machine import Machine
 
 GIB = 2**30
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
 
 class ServeError(Exception):
     """A setting that cannot work on this machine; the message says what to change."""
 
 
-@dataclass(frozen=True)
-class ServeSettings:
+class ServeSettings(EnvSettings):
     """Server settings from the environment (names are the variables, upper-cased)."""
 
-    model: str = "baidu/ERNIE-4.5-0.3B-PT"
+    model: str = DEFAULT_MODEL
     served_model_name: str = ""
     vllm_host: str = "127.0.0.1"
-    vllm_port: int = 8000
-    max_model_len: int = 8192
-    max_num_seqs: int = 0  # 0: chosen for the device
-    max_num_batched_tokens: int = 0  # 0: vLLM's default
+    vllm_port: int = Field(8000, ge=1, le=65535)
+    max_model_len: int = Field(8192, ge=16)
+    max_num_seqs: int = Field(0, ge=0, description="0: chosen for the device")
+    max_num_batched_tokens: int = Field(0, ge=0, description="0: vLLM's default")
     device: Literal["auto", "cpu", "gpu"] = "auto"
     profile: Literal["default", "dev"] = "default"
-    dtype: str = "auto"
-    api_key: str = ""
+    dtype: Literal["auto", "bfloat16", "float16", "half", "float32", "float"] = "auto"
+    api_key: SecretStr = SecretStr("")
     vllm_extra_args: str = ""
-    vllm_nice: int = 10
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "ServeSettings":
-        """Read the settings; unset or empty variables keep their defaults."""
-        env = dict(os.environ if env is None else env)
-        values: dict[str, object] = {}
-        for name, spec in cls.__dataclass_fields__.items():
-            raw = env.get(name.upper(), "")
-            if raw:
-                values[name] = int(raw) if spec.type == "int" else raw
-        settings = cls(**values)  # type: ignore[arg-type]
-        if settings.device not in ("auto", "cpu", "gpu"):
-            raise ServeError(f"DEVICE must be auto, cpu or gpu, not {settings.device!r}")
-        if settings.profile not in ("default", "dev"):
-            raise ServeError(f"PROFILE must be default or dev, not {settings.profile!r}")
-        if not 0 <= settings.vllm_nice <= 19:
-            raise ServeError(f"VLLM_NICE must be 0 to 19, not {settings.vllm_nice}")
-        return settings
+    vllm_nice: int = Field(10, ge=0, le=19, description="CPU priority of vLLM below the chat UI")
 
 
 @dataclass(frozen=True)
@@ -166,8 +150,8 @@ def build_plan(
 
     if device == "cpu":
         _tune_cpu(plan, machine)
-    if settings.api_key:
-        plan.env["VLLM_API_KEY"] = settings.api_key
+    if settings.api_key.get_secret_value():
+        plan.env["VLLM_API_KEY"] = settings.api_key.get_secret_value()
         plan.reasons.append("API key: from API_KEY, passed in the environment (not visible in ps)")
     if settings.vllm_extra_args:
         plan.argv += shlex.split(settings.vllm_extra_args)

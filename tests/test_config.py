@@ -1,32 +1,130 @@
-"""Settings come from the environment; defaults apply to what is unset or empty."""
+"""Settings come from the environment, then .env; defaults apply to what is unset or empty; bad values are named."""
 
 from __future__ import annotations
 
-from app.config import DEFAULT_MODEL, Settings
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import DEFAULT_MODEL, Settings, dotenv_file, explain
 from app.i18n import TEXT, language_of, text
+from hostile_env import documented_variables
+from servers import PROJECT_VARIABLES, ROOT, hermetic_environment
+from serving.plan import ServeSettings
+
+
+@pytest.fixture
+def environment(monkeypatch: pytest.MonkeyPatch):
+    """Set variables for Settings() to read (conftest already removed the user's own)."""
+    def set_variables(**variables: str) -> None:
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+    return set_variables
 
 
 def test_defaults():
-    settings = Settings.from_env({})
-    assert settings.vllm_base_url == "http://127.0.0.1:8000/v1"
+    settings = Settings()
+    assert settings.base_url == "http://127.0.0.1:8000/v1"
     assert settings.server_root == "http://127.0.0.1:8000"
     assert settings.chat_port == 7860 and settings.chat_host == "127.0.0.1"
     assert settings.model == DEFAULT_MODEL == "baidu/ERNIE-4.5-0.3B-PT"
     assert settings.api_key.get_secret_value() == ""
+    assert settings.origins == ("http://localhost:7860", "http://127.0.0.1:7860", "http://[::1]:7860")
+    assert settings.hosts == ("127.0.0.1", "::1", "localhost")
 
 
-def test_environment_overrides_and_empty_values():
-    settings = Settings.from_env({"VLLM_PORT": "9001", "TEMPERATURE": "0.2", "MODEL_NAME": "",
-                                  "API_KEY": "s3cret", "SYSTEM_PROMPT": "", "CHAT_PORT": "7999"})
-    assert settings.vllm_base_url == "http://127.0.0.1:9001/v1"
+def test_environment_overrides_and_empty_values(environment):
+    environment(VLLM_PORT="9001", TEMPERATURE="0.2", MODEL_NAME="", API_KEY="s3cret", SYSTEM_PROMPT="",
+                CHAT_PORT="7999", MAX_TOKENS="")
+    settings = Settings()
+    assert settings.base_url == "http://127.0.0.1:9001/v1"
     assert settings.temperature == 0.2 and settings.model_name == "" and settings.system_prompt == ""
-    assert settings.chat_port == 7999
+    assert settings.chat_port == 7999 and settings.max_tokens == 512
     assert "s3cret" not in repr(settings)
+    assert settings.origins[0] == "http://localhost:7999"
 
 
-def test_base_url_wins_over_host_and_port():
-    settings = Settings.from_env({"VLLM_BASE_URL": "http://10.1.2.3:1234/v1/", "VLLM_PORT": "9"})
-    assert settings.server_root == "http://10.1.2.3:1234"
+def test_base_url_wins_over_host_and_port(environment):
+    environment(VLLM_BASE_URL="http://10.1.2.3:1234/v1/", VLLM_PORT="9")
+    assert Settings().server_root == "http://10.1.2.3:1234"
+
+
+def test_allowed_origins_setting(environment):
+    environment(ALLOWED_ORIGINS="https://chat.example.com, http://10.0.0.5:7860", CHAT_HOST="0.0.0.0")
+    settings = Settings()
+    assert settings.origins == ("https://chat.example.com", "http://10.0.0.5:7860")
+    assert settings.hosts == ("10.0.0.5", "127.0.0.1", "::1", "chat.example.com", "localhost")
+    environment(ALLOWED_ORIGINS="*")
+    assert Settings().hosts == ("*",)
+
+
+def test_a_listening_address_of_its_own_is_an_allowed_origin(environment):
+    environment(CHAT_HOST="192.168.7.7", CHAT_PORT="8080")
+    assert "http://192.168.7.7:8080" in Settings().origins
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("CHAT_PORT", "abc", "CHAT_PORT=abc: Input should be a valid integer"),
+    ("CHAT_PORT", "70000", "CHAT_PORT=70000: Input should be less than or equal to 65535"),
+    ("TEMPERATURE", "hot", "TEMPERATURE=hot: Input should be a valid number"),
+    ("ALLOWED_ORIGINS", "chat.example.com/path", "ALLOWED_ORIGINS=chat.example.com/path: Value error, "),
+])
+def test_a_bad_value_is_named_in_one_line(environment, variable, value, message):
+    environment(**{variable: value})
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    assert len(explain(caught.value)) == 1 and explain(caught.value)[0].startswith(message)
+
+
+def test_env_file_is_read_unless_disabled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    env_file = tmp_path / ".env"
+    env_file.write_text("CHAT_PORT=7111\nSYSTEM_PROMPT=from the file\n")
+    assert Settings(_env_file=env_file).chat_port == 7111
+    monkeypatch.setenv("CHAT_PORT", "7222")  # the real environment wins over .env
+    assert Settings(_env_file=env_file).chat_port == 7222
+    assert dotenv_file() is None  # conftest disables .env files for everything the tests run
+    monkeypatch.delenv("PYTHON_DOTENV_DISABLED")
+    assert dotenv_file() == ROOT / ".env"
+
+
+def test_every_documented_variable_is_a_setting_stripped_from_test_servers(tmp_path: Path):
+    documented = set(documented_variables())
+    assert documented <= PROJECT_VARIABLES and not documented & set(hermetic_environment())
+    # CI runs the tests under hostile_env's .env: every value valid, none the default.
+    hostile = tmp_path / ".env"
+    assert subprocess.run([sys.executable, str(ROOT / "tests" / "hostile_env.py"), str(hostile)]).returncode == 0
+    for kind in (Settings, ServeSettings):
+        configured, default = kind(_env_file=hostile), kind()
+        for name in kind.model_fields:
+            if name.upper() in documented:
+                assert getattr(configured, name) != getattr(default, name), name
+
+
+def test_bad_values_stop_the_programs_with_one_line_each():
+    for module, variable, value in (("app", "CHAT_PORT", "abc"), ("serving", "VLLM_NICE", "30")):
+        result = subprocess.run([sys.executable, "-m", module, *(["--dry-run"] if module == "serving" else [])],
+                                cwd=ROOT, env=hermetic_environment(**{variable: value}), capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [
+            f"make {'chat' if module == 'app' else 'serve'}: {variable}={value}: "
+            + ("Input should be a valid integer, unable to parse string as an integer" if module == "app"
+               else "Input should be less than or equal to 19")]
+
+
+def test_serve_settings(environment):
+    environment(VLLM_PORT="8123", MAX_NUM_SEQS="0", PROFILE="dev", MODEL="")
+    settings = ServeSettings()
+    assert settings.vllm_port == 8123 and settings.max_num_seqs == 0 and settings.profile == "dev"
+    assert settings.model == "baidu/ERNIE-4.5-0.3B-PT"
+    for variable, value in (("DEVICE", "tpu"), ("VLLM_NICE", "20"), ("VLLM_NICE", "-5"), ("PROFILE", "fast")):
+        environment(**{variable: value})
+        with pytest.raises(ValidationError, match=variable.lower()):
+            ServeSettings()
+        environment(**{variable: ""})
 
 
 def test_every_text_exists_in_both_languages():
