@@ -12,6 +12,7 @@ from typing import Any
 import chainlit as cl
 from chainlit.context import init_ws_context
 from chainlit.input_widget import Slider, TextInput
+from chainlit.server import app as server
 from chainlit.server import sio
 from chainlit.session import WebsocketSession
 
@@ -21,19 +22,28 @@ from app.config import get_settings
 from app.conversation import Ending, Turn, plan_request
 from app.errors import ChatError, Problem
 from app.i18n import STARTERS, error_text, language_of, text
+from app.origins import lock
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
 from app.stats import AnswerStats
 
 settings = get_settings()
 backend = Backend(settings)
+lock(server, sio, settings.origins, settings.hosts)
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
-def current() -> ChatSession:
-    """This session's state (None only before on_chat_start)."""
-    return cl.user_session.get("chat")
+def current() -> ChatSession | None:
+    """This session's state (None before on_chat_start, e.g. for a client that skipped it)."""
+    chat = cl.user_session.get("chat")
+    return chat if isinstance(chat, ChatSession) else None
+
+
+@cl.on_app_shutdown
+async def close_backend() -> None:
+    """Close the connection pool to vLLM."""
+    await backend.aclose()
 
 
 def settings_panel(chat: ChatSession) -> cl.ChatSettings:
@@ -125,7 +135,9 @@ async def on_settings_change(sid: str, changes: Any) -> dict[str, list[str]]:
 @cl.on_message
 async def on_message(message: cl.Message) -> None:
     """Answer a message typed (or edited) in the composer."""
-    await take_turn(current(), message.content, message.id)
+    chat = current()
+    if chat is not None:
+        await take_turn(chat, message.content, message.id)
 
 
 async def refused_while_busy(chat: ChatSession) -> bool:
@@ -163,7 +175,7 @@ def take_turn_in_background(chat: ChatSession, user_text: str, message_id: str) 
 async def on_starter(action: cl.Action) -> None:
     """An example prompt under the greeting: send it as the user's message."""
     chat = current()
-    if await refused_while_busy(chat):
+    if chat is None or await refused_while_busy(chat):
         return
     prompt = str(action.payload.get("prompt", ""))
     message = await cl.Message(content=prompt, author="User", type="user_message").send()
@@ -174,9 +186,7 @@ async def on_starter(action: cl.Action) -> None:
 async def on_regenerate(action: cl.Action) -> None:
     """Answer the last user message again, replacing the last answer."""
     chat = current()
-    if await refused_while_busy(chat):
-        return
-    if not chat.conversation.turns:
+    if chat is None or await refused_while_busy(chat) or not chat.conversation.turns:
         return
     last = chat.conversation.turns[-1]
     if chat.last_reply is not None:

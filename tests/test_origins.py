@@ -1,0 +1,73 @@
+"""Only the chat's own pages get in: socket.io Origin and Host checks, REST CORS (the running app, real vLLM)."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+import pytest
+import socketio
+
+from chat_client import ChatClient
+from servers import LOGS
+
+pytestmark = pytest.mark.app
+
+FOREIGN = "http://evil.example"
+
+
+def own_origins(url: str) -> list[str]:
+    port = urlsplit(url).port
+    return [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+
+
+def app_log(chat_app) -> str:
+    return (LOGS / f"chainlit-{chat_app.vllm.name}-{chat_app.port}.log").read_text(errors="replace")
+
+
+async def test_the_apps_own_origins_get_a_session_and_an_answer(chat_app):
+    for origin in own_origins(chat_app.url):
+        tab = ChatClient(chat_app.url, headers={"Origin": origin})
+        await tab.connect()
+        assert "ernie-tiny" in await tab.greeting()
+        await tab.change_settings({"max_tokens": 3})
+        assert [m for m in await tab.ask("hi") if m.get("type") == "assistant_message" and not m.get("isError")]
+        await tab.close()
+
+
+@pytest.mark.parametrize("headers", [{"Origin": FOREIGN}, {"Origin": "null"},
+                                     {"Host": "evil.example"}, {"Host": "rebound.example:7860"}],
+                         ids=["foreign-origin", "sandboxed-page", "foreign-host", "rebound-host"])
+async def test_a_foreign_page_gets_no_session(chat_app, vllm, headers):
+    requests_before = len(vllm.logged_requests())
+    for _attempt in range(3):  # the page would retry; each attempt is refused, the log says so once
+        tab = ChatClient(chat_app.url, headers=headers)
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            await tab.connect()
+        assert tab.events == [] and not tab.sio.connected
+    assert len(vllm.logged_requests()) == requests_before
+    refused = headers.get("Origin") or headers["Host"]
+    assert app_log(chat_app).count(f"{refused!r}" if "Host" in headers else f"page at {refused}:") == 1
+
+
+def cors_grant(url: str, origin: str, method: str = "GET") -> tuple[int, str | None]:
+    """Status and Access-Control-Allow-Origin of a request from a page at origin."""
+    headers = {"Origin": origin}
+    if method == "OPTIONS":
+        headers |= {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    request = urllib.request.Request(url + "/project/translations?language=en-US", headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, reply.headers.get("Access-Control-Allow-Origin")
+    except urllib.error.HTTPError as refusal:
+        return refusal.code, refusal.headers.get("Access-Control-Allow-Origin")
+
+
+def test_rest_calls_from_a_foreign_page_get_no_cors_grant(chat_app):
+    for method in ("GET", "OPTIONS"):
+        status, granted = cors_grant(chat_app.url, FOREIGN, method)
+        assert granted is None, f"{method} from {FOREIGN} was granted {granted}"
+    assert cors_grant(chat_app.url, FOREIGN, "OPTIONS")[0] == 400
+    for origin in own_origins(chat_app.url):
+        assert cors_grant(chat_app.url, origin, "OPTIONS") == (200, origin)
