@@ -1,7 +1,8 @@
-"""`make run`: start vLLM, wait until it serves a model, start the chat UI; Ctrl-C stops both."""
+"""`make run`: start vLLM, wait until it serves a model, start the chat UI; a signal or either one ending stops both."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -9,8 +10,33 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from types import FrameType
 
-from app.config import get_settings
+from pydantic import ValidationError
+
+from app.config import explain, get_settings
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1
+
+
+class StopRequested(Exception):
+    """A signal asked `make run` to stop."""
+
+
+def request_stop(signum: int, _frame: FrameType | None) -> None:
+    """Turn a stop signal into an exception, so the children are stopped on the way out."""
+    raise StopRequested(signal.Signals(signum).name)
+
+
+def die_with_parent() -> None:
+    """In the child: get SIGTERM if `make run` itself dies without cleaning up (e.g. SIGKILL)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start(module: str) -> subprocess.Popen[bytes]:
+    """`python -m module` in a session of its own (a terminal's signals reach only `make run`)."""
+    return subprocess.Popen([sys.executable, "-m", module], start_new_session=True, preexec_fn=die_with_parent)
 
 
 def wait_for_models(url: str, api_key: str, server: subprocess.Popen[bytes], timeout: float) -> bool:
@@ -30,35 +56,57 @@ def wait_for_models(url: str, api_key: str, server: subprocess.Popen[bytes], tim
 
 def stop(process: subprocess.Popen[bytes]) -> None:
     """Terminate a process group, then kill it if it lingers."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    try:  # what the leader left behind in its group (vLLM's engine process)
         os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
+    """Wait until one of the processes ends; say which."""
+    while True:
+        for name, process in processes.items():
+            if process.poll() is not None:
+                print(f"make run: {name} exited with code {process.returncode}; stopping the rest.",
+                      file=sys.stderr, flush=True)
+                return 1
+        time.sleep(0.5)
 
 
 def main() -> int:
-    settings = get_settings()
-    models_url = settings.vllm_base_url.rstrip("/") + "/models"
-    server = subprocess.Popen([sys.executable, "-m", "serving"], start_new_session=True)
-    processes = [server]
     try:
+        settings = get_settings()
+    except ValidationError as exc:
+        for line in explain(exc):
+            print(f"make run: {line}", file=sys.stderr)
+        return 2
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, request_stop)
+    models_url = settings.base_url.rstrip("/") + "/models"
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        processes["vLLM"] = start("serving")
         print(f"waiting for vLLM at {models_url} ...", flush=True)
-        if not wait_for_models(models_url, settings.api_key.get_secret_value(), server, timeout=1800):
-            print("vLLM did not start; see its output above.", file=sys.stderr)
+        if not wait_for_models(models_url, settings.api_key.get_secret_value(), processes["vLLM"], timeout=1800):
+            print("make run: vLLM did not start; see its output above.", file=sys.stderr)
             return 1
-        chat = subprocess.Popen([sys.executable, "-m", "app"], start_new_session=True)
-        processes.append(chat)
+        processes["the chat UI"] = start("app")
         print("Ctrl-C stops the chat UI and vLLM.", flush=True)
-        while all(p.poll() is None for p in processes):
-            time.sleep(0.5)
-        return 1
-    except KeyboardInterrupt:
+        return supervise(processes)
+    except StopRequested as request:
+        print(f"make run: {request} received, stopping the chat UI and vLLM.", flush=True)
         return 0
     finally:
-        for process in reversed(processes):
+        for sig in STOP_SIGNALS:  # a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        for process in reversed(processes.values()):
             stop(process)
 
 
