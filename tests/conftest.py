@@ -2,27 +2,42 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chat_client import ChatClient  # noqa: E402
-from servers import LOGS, ChatApp, VllmServer  # noqa: E402
+from chat_client import ChatClient  # noqa: E402  # after the path above
+from servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running  # noqa: E402  # after the path above
+
+# The user's own configuration never reaches a test: neither their environment nor their .env.
+for name in PROJECT_VARIABLES & set(os.environ):
+    del os.environ[name]
+os.environ["PYTHON_DOTENV_DISABLED"] = "1"
+
+
+def interrupt(signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM or SIGHUP end the run as Ctrl-C does: pytest then tears its fixtures (and servers) down."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
 
 
 def serve(name: str, window: int) -> Iterator[tuple[VllmServer, ChatApp]]:
     """A real vLLM with the tiny model and the real app in front of it, for the whole session."""
     server = VllmServer(name, max_model_len=window)
-    server.start()
     app = ChatApp(server)
-    app.start()
-    yield server, app
-    app.stop()
-    server.stop()
+    with running(server, app):
+        yield server, app
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import re
@@ -13,16 +14,48 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Protocol
+
+from app.config import Settings
+from serving.plan import ServeSettings
 
 ROOT = Path(__file__).resolve().parent.parent
-LOGS = ROOT / "test-results" / "logs"
+LOGS = Path(os.environ.get("TEST_LOGS") or ROOT / "test-results" / "logs")
+# Seconds a server may take to answer; a test of the clean-up shortens it to make a start fail.
+START_TIMEOUT = float(os.environ.get("TEST_SERVER_START_TIMEOUT") or 0)
+PROJECT_VARIABLES = frozenset(name.upper() for name in (*Settings.model_fields, *ServeSettings.model_fields))
+STARTED: list[subprocess.Popen[bytes]] = []
 
 
-def pin(cpus: set[int] | None):
+def hermetic_environment(**settings: str) -> dict[str, str]:
+    """The inherited environment without the project's settings and without .env, plus what a test means."""
+    inherited = {name: value for name, value in os.environ.items() if name not in PROJECT_VARIABLES}
+    return {**inherited, "PYTHON_DOTENV_DISABLED": "1", **settings}
+
+
+def pin(cpus: set[int] | None) -> Callable[[], None] | None:
     """A preexec_fn that restricts the child to these CPUs (None: no restriction)."""
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def launch(argv: list[str], env: dict[str, str], log: IO[bytes], cpus: set[int] | None) -> subprocess.Popen[bytes]:
+    """A server process in a session of its own, remembered so that nothing outlives the tests."""
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True, preexec_fn=pin(cpus))
+    STARTED.append(process)
+    return process
+
+
+@atexit.register
+def stop_leftovers() -> None:
+    """Last resort when a test run ends without its fixtures' clean-up: no server keeps its port and cores."""
+    for process in STARTED:
+        if process.poll() is None:
+            stop_group(process, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -30,6 +63,31 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def marked_processes(mark: str) -> list[int]:
+    """Every live process whose environment carries the mark (make, vLLM and its engine, the chat UI)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"TEST_RUN_MARK={mark}".encode() in (entry / "environ").read_bytes() \
+                    and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def port_is_free(port: int) -> bool:
+    """A new server can listen on the port (servers set SO_REUSEADDR, so closed connections do not count)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            return False
+    return True
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float, headers: dict[str, str]) -> None:
@@ -49,7 +107,7 @@ def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float, header
 
 
 def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    """Signal the process group and wait for it."""
+    """Signal the process group and wait for it; kill whatever of the group is left."""
     if process.poll() is None:
         os.killpg(process.pid, sig)
         try:
@@ -57,6 +115,67 @@ def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> N
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    try:  # children that outlived their leader (vLLM's engine core)
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Server(Protocol):
+    """Something the tests start and must stop."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@contextmanager
+def running(*servers: Server, also_stopped: Iterable[Server] = ()) -> Iterator[None]:
+    """Start the servers in order; whatever happens (a failed start, an interrupt), stop them all."""
+    try:
+        for server in servers:
+            server.start()
+        yield
+    finally:
+        for server in [*reversed(servers), *also_stopped]:
+            server.stop()
+
+
+@dataclass
+class Process:
+    """A server process and its log file, stopped and closed together."""
+
+    process: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+    starts: int = 0
+
+    def begin(self, argv: list[str], env: dict[str, str], log_path: Path, append: bool,
+              cpus: set[int] | None) -> subprocess.Popen[bytes]:
+        """Start the process, logging to log_path."""
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.end()
+        self.log = open(log_path, "ab" if append else "wb")
+        self.process = launch(argv, env, self.log, cpus)
+        self.starts += 1
+        return self.process
+
+    def wait_ready(self, url: str, timeout: float, headers: dict[str, str]) -> None:
+        """Wait until url answers; a start that fails or is interrupted leaves nothing running."""
+        assert self.process is not None
+        try:
+            wait_http(url, self.process, START_TIMEOUT or timeout, headers)
+        except BaseException:
+            self.end()
+            raise
+
+    def end(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the process group and close the log."""
+        if self.process is not None:
+            stop_group(self.process, sig)
+            self.process = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
 
 @dataclass
@@ -69,7 +188,7 @@ class VllmServer:
     api_key: str = "test-key"
     model: str = ""
     cpus: set[int] | None = None
-    process: subprocess.Popen[bytes] | None = None
+    running: Process = field(default_factory=Process)
 
     @property
     def root(self) -> str:
@@ -85,37 +204,34 @@ class VllmServer:
 
     def start(self, timeout: float = 240) -> None:
         """Start (or restart) the server and wait until /v1/models answers."""
-        LOGS.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
-            "MODEL": self.model or os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
-            "SERVED_MODEL_NAME": "ernie-tiny",
-            "VLLM_HOST": "127.0.0.1",
-            "VLLM_PORT": str(self.port),
-            "MAX_MODEL_LEN": str(self.max_model_len),
-            "MAX_NUM_SEQS": "64",
-            "PROFILE": "dev",
-            "API_KEY": self.api_key,
-            "VLLM_LOGGING_CONFIG_PATH": str(ROOT / "tests" / "vllm_logging.json"),
-            "VLLM_EXTRA_ARGS": "--enable-log-requests --max-log-len 100000",
+        env = hermetic_environment(
+            MODEL=self.model or os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
+            SERVED_MODEL_NAME="ernie-tiny",
+            VLLM_HOST="127.0.0.1",
+            VLLM_PORT=str(self.port),
+            MAX_MODEL_LEN=str(self.max_model_len),
+            MAX_NUM_SEQS="64",
+            PROFILE="dev",
+            API_KEY=self.api_key,
+            VLLM_LOGGING_CONFIG_PATH=str(ROOT / "tests" / "vllm_logging.json"),
+            VLLM_EXTRA_ARGS="--enable-log-requests --max-log-len 100000",
             # vLLM's OpenMP threads spin: one core for it, the other for the app, the browser and pytest.
-            "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(self.cpus))) if self.cpus else "0",
-        }
-        log = open(self.log_path, "ab" if self.process else "wb")  # a restart appends
-        self.process = subprocess.Popen([sys.executable, "-m", "serving"], cwd=ROOT, env=env,
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=pin(self.cpus))
-        wait_http(self.base_url + "/models", self.process, timeout,
-                  {"Authorization": f"Bearer {self.api_key}"})
+            VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(self.cpus))) if self.cpus else "0",
+        )
+        restart = self.running.starts > 0  # a restart appends to the log
+        self.running.begin([sys.executable, "-m", "serving"], env, self.log_path, restart, self.cpus)
+        self.running.wait_ready(self.base_url + "/models", timeout, {"Authorization": f"Bearer {self.api_key}"})
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.running.process
 
     def kill(self) -> None:
         """Kill the server at once, as a crash would."""
-        if self.process is not None:
-            stop_group(self.process, signal.SIGKILL)
+        self.running.end(signal.SIGKILL)
 
     def stop(self) -> None:
-        if self.process is not None:
-            stop_group(self.process)
+        self.running.end()
 
     def metric(self, name: str, label: str = "") -> float:
         """One Prometheus gauge or counter of vLLM, summed over the series whose labels contain label."""
@@ -157,23 +273,23 @@ class ChatApp:
     extra_env: dict[str, str] = field(default_factory=dict)
     cpus: set[int] | None = None
     reconnect_grace: float = 0.0  # the product's default: a closed tab stops its answer at once
-    process: subprocess.Popen[bytes] | None = None
+    running: Process = field(default_factory=Process)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 90) -> None:
-        LOGS.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "VLLM_BASE_URL": self.vllm.base_url, "API_KEY": self.vllm.api_key,
-               "READINESS_POLL_SECONDS": "0.5",
-               "RECONNECT_GRACE_SECONDS": str(self.reconnect_grace), "CHAT_HOST": "127.0.0.1", "CHAT_PORT": str(self.port),
-               **self.extra_env}
-        log = open(LOGS / f"chainlit-{self.vllm.name}-{self.port}.log", "ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=pin(self.cpus))
-        wait_http(self.url + "/", self.process, timeout, {})
+        env = hermetic_environment(VLLM_BASE_URL=self.vllm.base_url, API_KEY=self.vllm.api_key,
+                                   READINESS_POLL_SECONDS="0.5", RECONNECT_GRACE_SECONDS=str(self.reconnect_grace),
+                                   CHAT_HOST="127.0.0.1", CHAT_PORT=str(self.port), **self.extra_env)
+        log_path = LOGS / f"chainlit-{self.vllm.name}-{self.port}.log"
+        self.running.begin([sys.executable, "-m", "app"], env, log_path, True, self.cpus)
+        self.running.wait_ready(self.url + "/", timeout, {})
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.running.process
 
     def stop(self) -> None:
-        if self.process is not None:
-            stop_group(self.process)
+        self.running.end()

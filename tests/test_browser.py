@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
-from servers import ROOT, ChatApp, VllmServer
+from servers import ROOT, ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.browser
 
@@ -275,10 +275,8 @@ def test_html_in_messages_is_shown_as_text(browser, chat_app):
 def app_without_vllm() -> Iterator[tuple[ChatApp, VllmServer]]:
     server = VllmServer("browser-readiness")
     app = ChatApp(server)
-    app.start()
-    yield app, server
-    app.stop()
-    server.stop()
+    with running(app, also_stopped=[server]):
+        yield app, server
 
 
 def test_readiness_message_then_recovery_without_reload(browser, app_without_vllm):

@@ -11,7 +11,7 @@ import pytest
 
 from chat_client import ChatClient
 from fake_openai import FakeState, fake_openai_server
-from servers import ChatApp, VllmServer
+from servers import ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.app
 
@@ -25,9 +25,8 @@ def paced_app() -> Iterator[tuple[ChatApp, FakeState]]:
     with fake_openai_server() as (url, state):
         state.mode, state.window, state.tokens_per_second = "paced", 4096, TOKENS_PER_SECOND
         app = ChatApp(VllmServer("reconnect", port=urlparse(url).port or 0, api_key=""), reconnect_grace=1.0)
-        app.start()
-        yield app, state
-        app.stop()
+        with running(app):
+            yield app, state
 
 
 async def streaming_tab(app: ChatApp, state: FakeState) -> tuple[ChatClient, str]:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from chat_client import ChatClient
-from servers import ChatApp, VllmServer
+from servers import ChatApp, VllmServer, running
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 
@@ -17,10 +17,8 @@ def lonely_app():
     """An app whose vLLM is not started yet (the test starts, kills and restarts it)."""
     server = VllmServer("recovery", max_model_len=4096)
     app = ChatApp(server)
-    app.start()
-    yield app, server
-    app.stop()
-    server.stop()
+    with running(app, also_stopped=[server]):
+        yield app, server
 
 
 async def test_waits_for_vllm_then_survives_its_crash(lonely_app):

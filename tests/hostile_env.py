@@ -1,0 +1,70 @@
+"""Write a .env that sets every variable of .env.example to another valid value (CI runs the tests under it).
+
+Standard library only: .ci/run calls it before anything is installed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = {
+    "CHAT_HOST": "127.0.0.2",
+    "CHAT_PORT": "7861",
+    "ALLOWED_ORIGINS": "http://hostile.example:7861",
+    "VLLM_BASE_URL": "http://127.0.0.3:8003/v1",
+    "MODEL_NAME": "hostile-model-name",
+    "API_KEY": "hostile-key",
+    "SYSTEM_PROMPT": "HOSTILE SYSTEM PROMPT",
+    "TEMPERATURE": "1.3",
+    "TOP_P": "0.3",
+    "MAX_TOKENS": "33",
+    "REPETITION_PENALTY": "1.7",
+    "MAX_TOKENS_LIMIT": "64",
+    "CONNECT_TIMEOUT": "0.5",
+    "REQUEST_TIMEOUT": "2",
+    "READINESS_POLL_SECONDS": "9",
+    "STREAM_INTERVAL_MS": "500",
+    "RECONNECT_GRACE_SECONDS": "30",
+    "LANGUAGE": "zh-CN",
+    "GREETING_EN": "HOSTILE GREETING {model}",
+    "GREETING_ZH": "敌意问候 {model}",
+    "MODEL": "/nonexistent/hostile-model",
+    "SERVED_MODEL_NAME": "hostile-served-name",
+    "VLLM_HOST": "127.0.0.4",
+    "VLLM_PORT": "8004",
+    "MAX_MODEL_LEN": "100",
+    "MAX_NUM_SEQS": "3",
+    "MAX_NUM_BATCHED_TOKENS": "512",
+    "DEVICE": "cpu",
+    "PROFILE": "dev",
+    "DTYPE": "float32",
+    "VLLM_EXTRA_ARGS": "--disable-log-stats",
+    "VLLM_NICE": "3",
+}
+
+
+def documented_variables() -> list[str]:
+    """The variables .env.example lists, commented out or not."""
+    names = []
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        name = line.lstrip("# ").split("=", 1)[0]
+        if "=" in line and name.isupper() and name.replace("_", "").isalnum():
+            names.append(name)
+    return names
+
+
+def main() -> int:
+    missing = [name for name in documented_variables() if name not in HOSTILE]
+    if missing:
+        print(f"hostile_env: no hostile value for {', '.join(missing)}", file=sys.stderr)
+        return 1
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / ".env"
+    target.write_text("".join(f"{name}={HOSTILE[name]}\n" for name in documented_variables()))
+    print(f"hostile_env: wrote {len(HOSTILE)} settings to {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
