@@ -37,7 +37,9 @@ class OriginCheck:
         self.origins = frozenset(normalized(origin) for origin in origins)
         self.refused: set[str] = set()
 
-    def __call__(self, origin: str, _environ: dict[str, Any] | None = None) -> bool:
+    def __call__(self, origin: str | None, _environ: dict[str, Any] | None = None) -> bool:
+        if not origin:  # no Origin header (a polling request of the page itself): nothing to grant
+            return False
         if normalized(origin) in self.origins:
             return True
         if origin not in self.refused:

@@ -33,6 +33,7 @@ class ChatClient:
     url: str
     language: str = "en-US"
     headers: dict[str, str] = field(default_factory=dict)  # e.g. the Origin a browser would send
+    transports: tuple[str, ...] = ("websocket",)  # the page starts with ("polling", "websocket")
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     replies: dict[str, Reply] = field(default_factory=dict)
@@ -75,7 +76,7 @@ class ChatClient:
         auth = {"clientType": "webapp", "sessionId": self.session_id, "threadId": "",
                 "userEnv": "{}", "chatProfile": ""}
         await self.sio.connect(self.url, socketio_path="/ws/socket.io", auth=auth,
-                               headers={"Accept-Language": self.language, **self.headers}, transports=["websocket"])
+                               headers={"Accept-Language": self.language, **self.headers}, transports=list(self.transports))
         await self.sio.emit("connection_successful")
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 60) -> None:

@@ -26,9 +26,10 @@ def app_log(chat_app) -> str:
     return (LOGS / f"chainlit-{chat_app.vllm.name}-{chat_app.port}.log").read_text(errors="replace")
 
 
-async def test_the_apps_own_origins_get_a_session_and_an_answer(chat_app):
-    for origin in own_origins(chat_app.url):
-        tab = ChatClient(chat_app.url, headers={"Origin": origin})
+@pytest.mark.parametrize("transports", [("websocket",), ("polling", "websocket")], ids=["websocket", "polling-first"])
+async def test_the_apps_own_origins_get_a_session_and_an_answer(chat_app, transports):
+    for origin in [*own_origins(chat_app.url), None]:  # None: a client that sends no Origin
+        tab = ChatClient(chat_app.url, headers={"Origin": origin} if origin else {}, transports=transports)
         await tab.connect()
         assert "ernie-tiny" in await tab.greeting()
         await tab.change_settings({"max_tokens": 3})
@@ -46,6 +47,11 @@ async def test_a_foreign_page_gets_no_session(chat_app, vllm, headers):
         with pytest.raises(socketio.exceptions.ConnectionError):
             await tab.connect()
         assert tab.events == [] and not tab.sio.connected
+    # The page's first request, the polling handshake (python-socketio's client reads its refusal badly).
+    polling = urllib.request.Request(chat_app.url + "/ws/socket.io/?EIO=4&transport=polling", headers=headers)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(polling, timeout=10)
+    assert refused.value.code == 400
     assert len(vllm.logged_requests()) == requests_before
     refused = headers.get("Origin") or headers["Host"]
     assert app_log(chat_app).count(f"{refused!r}" if "Host" in headers else f"page at {refused}:") == 1
@@ -62,6 +68,13 @@ def cors_grant(url: str, origin: str, method: str = "GET") -> tuple[int, str | N
             return reply.status, reply.headers.get("Access-Control-Allow-Origin")
     except urllib.error.HTTPError as refusal:
         return refusal.code, refusal.headers.get("Access-Control-Allow-Origin")
+
+
+def test_pages_for_a_foreign_host_are_refused(chat_app):
+    request = urllib.request.Request(chat_app.url + "/", headers={"Host": "rebound.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 400
 
 
 def test_rest_calls_from_a_foreign_page_get_no_cors_grant(chat_app):
