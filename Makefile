@@ -94,8 +94,15 @@ run: install ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops
 test-deps: install tiny-model ## Install everything the tests need (incl. Debian's chromium)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
 
+.PHONY: lint
+lint: install-app ## Check style (ruff lint + format) and types (mypy: strict for the code, relaxed for test functions)
+	$(APP_PY) -m ruff check app serving tools tests
+	$(APP_PY) -m ruff format --check app serving tools tests
+	$(APP_PY) -m mypy
+	$(APP_PY) -m mypy --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls tests
+
 .PHONY: test
-test: test-deps ## Install what is needed and run every test (real vLLM, real app, real browser)
+test: test-deps lint ## Install what is needed, check style and types, run every test (real vLLM, app, browser)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: bench

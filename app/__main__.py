@@ -23,8 +23,19 @@ def main() -> int:
     print(f"Chat UI: http://localhost:{settings.chat_port}", flush=True)
     # Chainlit reads .chainlit/ and chainlit*.md from the working directory: the project root.
     os.chdir(main_py.parent.parent)
-    os.execv(chainlit, [str(chainlit), "run", str(main_py), "--headless",
-                        "--host", settings.chat_host, "--port", str(settings.chat_port)])
+    os.execv(
+        chainlit,
+        [
+            str(chainlit),
+            "run",
+            str(main_py),
+            "--headless",
+            "--host",
+            settings.chat_host,
+            "--port",
+            str(settings.chat_port),
+        ],
+    )
 
 
 if __name__ == "__main__":

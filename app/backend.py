@@ -145,8 +145,9 @@ class Backend:
             wanted = self._settings.model_name or next(iter(served), "")
             card = served.get(wanted)
             if card is None:
-                raise ChatError(Problem.MODEL_MISSING, server=self.server,
-                                reason=f"{wanted or 'no model'} is not served")
+                raise ChatError(
+                    Problem.MODEL_MISSING, server=self.server, reason=f"{wanted or 'no model'} is not served"
+                )
             max_len = int((card.model_extra or {}).get("max_model_len") or 0)
             self._model = ModelInfo(name=card.id, max_model_len=max_len)
         return self._model
@@ -160,7 +161,7 @@ class Backend:
         model = await self.model()
         body = {"model": model.name, "messages": messages, "add_generation_prompt": True}
         try:
-            result = await self._client.post(f"{self.server}/tokenize", body=body, cast_to=object)
+            result = await self._client.post(f"{self.server}/tokenize", body=body, cast_to=dict[str, Any])
         except openai.OpenAIError as exc:
             raise self._failed(exc) from exc
         return int(result["count"])
@@ -172,15 +173,16 @@ class Backend:
         extra: dict[str, Any] = {}
         if sampling.repetition_penalty != 1.0:
             extra["repetition_penalty"] = sampling.repetition_penalty
-        request = self._client.chat.completions.with_streaming_response.create(
+        # Plain dict messages and vLLM's continuous_usage_stats are outside the SDK's types, hence the ignore.
+        request = self._client.chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
             model=model.name,
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             max_tokens=sampling.max_tokens,
             seed=sampling.seed,
             stream=True,
-            stream_options={"include_usage": True, "continuous_usage_stats": True},  # type: ignore[typeddict-unknown-key]
+            stream_options={"include_usage": True, "continuous_usage_stats": True},
             extra_body=extra or None,
         )
         async with AsyncExitStack() as closing:

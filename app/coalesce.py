@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable
 class Coalescer:
     """Sends a delta at once if `interval` seconds passed since the last send, else holds it for the next."""
 
-    def __init__(self, send: Callable[[str], Awaitable[object]], interval: float,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, send: Callable[[str], Awaitable[object]], interval: float, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self._send = send
         self._interval = interval
         self._clock = clock

@@ -42,8 +42,10 @@ def dotenv_file() -> Path | None:
 
 def explain(error: ValidationError) -> list[str]:
     """One line per bad variable, naming it as the user wrote it."""
-    return [f"{str(problem['loc'][0]).upper() if problem['loc'] else 'settings'}={problem.get('input')!s}: "
-            f"{problem['msg']}" for problem in error.errors()]
+    return [
+        f"{str(problem['loc'][0]).upper() if problem['loc'] else 'settings'}={problem.get('input')!s}: {problem['msg']}"
+        for problem in error.errors()
+    ]
 
 
 class Settings(EnvSettings):
@@ -71,8 +73,9 @@ class Settings(EnvSettings):
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
     chat_host: str = Field("127.0.0.1", description="address the chat UI listens on")
     chat_port: int = Field(7860, ge=1, le=65535, description="Chainlit's own 8000 is vLLM's")
-    allowed_origins: str = Field("", description="web origins that may use the chat, comma-separated; "
-                                                 "empty: the chat's own address; *: any")
+    allowed_origins: str = Field(
+        "", description="web origins that may use the chat, comma-separated; empty: the chat's own address; *: any"
+    )
 
     @field_validator("allowed_origins")
     @classmethod
@@ -80,8 +83,13 @@ class Settings(EnvSettings):
         """Each entry is a scheme and a host (and port), nothing more: what browsers send as Origin."""
         for origin in (o.strip() for o in value.split(",") if o.strip()):
             parts = urlsplit(origin)
-            if origin != "*" and (parts.scheme not in ("http", "https") or not parts.hostname
-                                  or parts.path not in ("", "/") or parts.query or parts.fragment):
+            if origin != "*" and (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or parts.path not in ("", "/")
+                or parts.query
+                or parts.fragment
+            ):
                 raise ValueError(f"{origin!r} is not an origin like https://chat.example.com")
         return value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from app.errors import ChatError, Problem
 
@@ -15,7 +15,7 @@ TokenCounter = Callable[[list[Message]], Awaitable[int]]
 MIN_REPLY_TOKENS = 16
 
 
-class Ending(str, Enum):
+class Ending(StrEnum):
     """How an assistant answer ended."""
 
     COMPLETE = "complete"
@@ -33,7 +33,7 @@ class Turn:
     message_id: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """What to send: the messages that fit, the reply budget, and what was left out."""
 
@@ -74,6 +74,7 @@ class Conversation:
 
 async def plan_request(
     conversation: Conversation,
+    *,
     system_prompt: str,
     user_text: str,
     max_tokens: int,
@@ -82,11 +83,16 @@ async def plan_request(
 ) -> Plan:
     """Drop the oldest turns until prompt + max_tokens fits the window; clamp max_tokens if needed."""
     if window <= 0:
-        return Plan(conversation.messages(system_prompt, user_text), max_tokens, None, 0)
+        return Plan(
+            messages=conversation.messages(system_prompt, user_text),
+            max_tokens=max_tokens,
+            prompt_tokens=None,
+            dropped_turns=0,
+        )
     full = conversation.messages(system_prompt, user_text)
     tokens = await count(full)
     if tokens + max_tokens <= window:
-        return Plan(full, max_tokens, tokens, 0)
+        return Plan(messages=full, max_tokens=max_tokens, prompt_tokens=tokens, dropped_turns=0)
 
     n_turns = len(conversation.turns)
     alone = conversation.messages(system_prompt, user_text, skip=n_turns) if n_turns else full
@@ -95,7 +101,7 @@ async def plan_request(
     if alone_tokens + min_reply > window:
         raise ChatError(Problem.MESSAGE_TOO_LONG, tokens=alone_tokens, limit=window - min_reply)
     if alone_tokens + max_tokens > window:
-        return Plan(alone, window - alone_tokens, alone_tokens, n_turns)
+        return Plan(messages=alone, max_tokens=window - alone_tokens, prompt_tokens=alone_tokens, dropped_turns=n_turns)
 
     # Counts shrink as more turns are skipped: find the fewest skipped turns that fit.
     # `best` always holds the plan for `high`, which is known to fit.
@@ -109,4 +115,4 @@ async def plan_request(
         else:
             low = middle + 1
     skip, messages, prompt_tokens = best
-    return Plan(messages, max_tokens, prompt_tokens, skip)
+    return Plan(messages=messages, max_tokens=max_tokens, prompt_tokens=prompt_tokens, dropped_turns=skip)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Problem(str, Enum):
+class Problem(StrEnum):
     """What went wrong, in terms a person can act on."""
 
     UNREACHABLE = "unreachable"

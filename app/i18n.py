@@ -8,8 +8,8 @@ TEXT: dict[str, dict[str, str]] = {
     "en": {
         "greeting": "Hello! I'm {model}, running on your own vLLM server. Ask me anything.",
         "not_ready": "The model server at {server} is not answering yet (waiting for {what}). "
-                     "If it is not running, start it with `make serve`. "
-                     "I'll say here when it is ready; you don't need to reload.",
+        "If it is not running, start it with `make serve`. "
+        "I'll say here when it is ready; you don't need to reload.",
         "ready": "{model} is ready. Ask me anything.",
         "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
         "settings_applied": "Settings updated; they apply to your next message.",
@@ -28,24 +28,26 @@ TEXT: dict[str, dict[str, str]] = {
         "tip_repetition_penalty": "Above 1 discourages the model from repeating itself.",
         "tip_system_prompt": "Instructions the model sees before the conversation.",
         Problem.UNREACHABLE: "The model server at {server} is not reachable. "
-                             "Start it with `make serve` (or check VLLM_BASE_URL), then send your message again.",
+        "Start it with `make serve` (or check VLLM_BASE_URL), then send your message again.",
         Problem.TIMEOUT: "The model server at {server} did not answer in time. It may be overloaded; try again.",
-        Problem.UNAUTHORIZED: "The model server refused the API key. Make API_KEY in .env match `vllm serve --api-key`.",
+        Problem.UNAUTHORIZED: (
+            "The model server refused the API key. Make API_KEY in .env match `vllm serve --api-key`."
+        ),
         Problem.MODEL_MISSING: "The model server does not serve the expected model ({reason}). "
-                               "Check MODEL_NAME, or leave it empty to use whatever vLLM serves.",
+        "Check MODEL_NAME, or leave it empty to use whatever vLLM serves.",
         Problem.REJECTED: "The model server refused the request: {reason}",
         Problem.SERVER_ERROR: "The model server failed ({status}). Try again; if it keeps failing, check its log.",
         Problem.INTERRUPTED: "The connection to the model server was lost in the middle of the answer. "
-                             "Your message is kept; send the next one when the server is back.",
+        "Your message is kept; send the next one when the server is back.",
         Problem.MESSAGE_TOO_LONG: "Your message is too long: it needs {tokens} tokens with the system prompt, "
-                                  "and this model accepts at most {limit}. Please shorten it.",
+        "and this model accepts at most {limit}. Please shorten it.",
         Problem.EMPTY_MESSAGE: "Your message is empty. Type something to ask the model.",
         Problem.BUSY: "Still answering your previous message. Wait for it, or press stop, then send again.",
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
         "not_ready": "模型服务器 {server} 尚未响应（正在等待 {what}）。"
-                     "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
+        "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
         "ready": "{model} 已就绪，请开始提问。",
         "settings_rejected": "部分设置未生效（保留原值）：{problems}",
         "settings_applied": "设置已更新，将用于你的下一条消息。",
@@ -63,14 +65,20 @@ TEXT: dict[str, dict[str, str]] = {
         "tip_max_tokens": "回答的最大长度（token）。对话剩余空间不足时会自动降低。",
         "tip_repetition_penalty": "大于 1 可减少模型重复。",
         "tip_system_prompt": "模型在对话之前看到的指令。",
-        Problem.UNREACHABLE: "无法连接模型服务器 {server}。请用 `make serve` 启动（或检查 VLLM_BASE_URL），然后重新发送消息。",
+        Problem.UNREACHABLE: (
+            "无法连接模型服务器 {server}。请用 `make serve` 启动（或检查 VLLM_BASE_URL），然后重新发送消息。"
+        ),
         Problem.TIMEOUT: "模型服务器 {server} 响应超时，可能负载过高，请重试。",
         Problem.UNAUTHORIZED: "模型服务器拒绝了 API 密钥。请让 .env 中的 API_KEY 与 `vllm serve --api-key` 一致。",
-        Problem.MODEL_MISSING: "模型服务器没有提供预期的模型（{reason}）。请检查 MODEL_NAME，或留空以使用 vLLM 提供的模型。",
+        Problem.MODEL_MISSING: (
+            "模型服务器没有提供预期的模型（{reason}）。请检查 MODEL_NAME，或留空以使用 vLLM 提供的模型。"
+        ),
         Problem.REJECTED: "模型服务器拒绝了请求：{reason}",
         Problem.SERVER_ERROR: "模型服务器出错（{status}）。请重试；如果持续失败，请查看其日志。",
         Problem.INTERRUPTED: "回答过程中与模型服务器的连接中断。你的消息已保留；服务器恢复后请继续发送。",
-        Problem.MESSAGE_TOO_LONG: "你的消息太长：连同系统提示词需要 {tokens} 个 token，而该模型最多接受 {limit} 个。请缩短后再试。",
+        Problem.MESSAGE_TOO_LONG: (
+            "你的消息太长：连同系统提示词需要 {tokens} 个 token，而该模型最多接受 {limit} 个。请缩短后再试。"
+        ),
         Problem.EMPTY_MESSAGE: "消息为空。请输入要问模型的内容。",
         Problem.BUSY: "上一条消息还在回答中。请等待完成，或点击停止后再发送。",
     },

@@ -51,17 +51,31 @@ def settings_panel(chat: ChatSession) -> cl.ChatSettings:
     prefs, lang = chat.preferences, chat.lang
 
     def slider(key: str, low: float, high: float, step: float) -> Slider:
-        return Slider(id=key, label=text(lang, f"label_{key}"), tooltip=text(lang, f"tip_{key}"),
-                      initial=getattr(prefs, key), min=low, max=high, step=step)
+        return Slider(
+            id=key,
+            label=text(lang, f"label_{key}"),
+            tooltip=text(lang, f"tip_{key}"),
+            initial=getattr(prefs, key),
+            min=low,
+            max=high,
+            step=step,
+        )
 
-    return cl.ChatSettings([
-        slider("temperature", 0.0, 2.0, 0.05),
-        slider("top_p", 0.05, 1.0, 0.05),
-        slider("max_tokens", 16, settings.max_tokens_limit, 16),
-        slider("repetition_penalty", 1.0, 2.0, 0.05),
-        TextInput(id="system_prompt", label=text(lang, "label_system_prompt"),
-                  tooltip=text(lang, "tip_system_prompt"), initial=prefs.system_prompt, multiline=True),
-    ])
+    return cl.ChatSettings(
+        [
+            slider("temperature", 0.0, 2.0, 0.05),
+            slider("top_p", 0.05, 1.0, 0.05),
+            slider("max_tokens", 16, settings.max_tokens_limit, 16),
+            slider("repetition_penalty", 1.0, 2.0, 0.05),
+            TextInput(
+                id="system_prompt",
+                label=text(lang, "label_system_prompt"),
+                tooltip=text(lang, "tip_system_prompt"),
+                initial=prefs.system_prompt,
+                multiline=True,
+            ),
+        ]
+    )
 
 
 async def say_error(chat: ChatSession, error: ChatError) -> None:
@@ -92,7 +106,8 @@ async def watch_readiness(chat: ChatSession, notice: cl.Message) -> None:
 @cl.on_chat_start
 async def on_chat_start() -> None:
     """Set up the session, show the settings and greet (or say what we wait for)."""
-    lang = language_of(settings.language or cl.context.session.language)
+    session = cl.context.session
+    lang = language_of(settings.language or (session.language if isinstance(session, WebsocketSession) else None))
     chat = ChatSession(preferences=Preferences.defaults(settings), lang=lang)
     cl.user_session.set("chat", chat)
     await settings_panel(chat).send()
@@ -109,8 +124,10 @@ async def on_chat_start() -> None:
 
 def starter_actions(chat: ChatSession) -> list[cl.Action]:
     """Example prompts as buttons under the greeting (Chainlit hides its own starters once a message exists)."""
-    return [cl.Action(name="starter", payload={"prompt": prompt}, label=label, icon=icon)
-            for label, prompt, icon in STARTERS[chat.lang]]
+    return [
+        cl.Action(name="starter", payload={"prompt": prompt}, label=label, icon=icon)
+        for label, prompt, icon in STARTERS[chat.lang]
+    ]
 
 
 @sio.on("chat_settings_change")
@@ -161,6 +178,7 @@ async def take_turn(chat: ChatSession, user_text: str, message_id: str) -> None:
 
 def take_turn_in_background(chat: ChatSession, user_text: str, message_id: str) -> None:
     """Run a turn as Chainlit's current task (so the stop button shows), outside the action's request."""
+
     async def run() -> None:
         await cl.context.emitter.task_start()
         try:
@@ -203,16 +221,26 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
     prefs = chat.preferences
     try:
         model = await backend.model()
-        plan = await plan_request(chat.conversation, prefs.system_prompt, user_text,
-                                  prefs.max_tokens, model.max_model_len, backend.count_prompt_tokens)
+        plan = await plan_request(
+            chat.conversation,
+            system_prompt=prefs.system_prompt,
+            user_text=user_text,
+            max_tokens=prefs.max_tokens,
+            window=model.max_model_len,
+            count=backend.count_prompt_tokens,
+        )
     except ChatError as error:
         if error.problem is not Problem.MESSAGE_TOO_LONG:
             chat.conversation.add(Turn(user_text, "", Ending.FAILED, message_id))
         await say_error(chat, error)
         return
 
-    sampling = Sampling(temperature=prefs.temperature, top_p=prefs.top_p,
-                        max_tokens=plan.max_tokens, repetition_penalty=prefs.repetition_penalty)
+    sampling = Sampling(
+        temperature=prefs.temperature,
+        top_p=prefs.top_p,
+        max_tokens=plan.max_tokens,
+        repetition_penalty=prefs.repetition_penalty,
+    )
     reply = cl.Message(content="")
     ending, failure, tokens = Ending.COMPLETE, None, None
     batcher = Coalescer(reply.stream_token, settings.stream_interval_ms / 1000)
@@ -242,7 +270,7 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         window=model.max_model_len,
         stopped=ending is Ending.STOPPED,
     )
-    reply.elements = [stats_element(stats.describe(chat.lang))]
+    reply.elements = [stats_element(stats.describe(chat.lang))]  # type: ignore[list-item]  # Chainlit's type is narrower than what it sends
     if reply.content or failure is None:
         await offer_regenerate(chat, reply)
         await reply.send()
@@ -263,8 +291,15 @@ async def offer_regenerate(chat: ChatSession, reply: cl.Message) -> None:
     if chat.last_reply is not None:
         for action in chat.last_reply.actions:
             await action.remove()
-    reply.actions = [cl.Action(name="regenerate", payload={}, label=text(chat.lang, "regenerate"),
-                               icon="refresh-cw", tooltip=text(chat.lang, "regenerate"))]
+    reply.actions = [
+        cl.Action(
+            name="regenerate",
+            payload={},
+            label=text(chat.lang, "regenerate"),
+            icon="refresh-cw",
+            tooltip=text(chat.lang, "regenerate"),
+        )
+    ]
     chat.last_reply = reply
 
 
@@ -315,7 +350,7 @@ async def on_chat_end() -> None:
     if chat is None:
         return
     session = cl.context.session
-    if session.to_clear or not settings.reconnect_grace_seconds:
+    if not isinstance(session, WebsocketSession) or session.to_clear or not settings.reconnect_grace_seconds:
         chat.cancel_tasks()
         return
     # A closed tab and a network blip look alike here (even an explicit disconnect arrives as a

@@ -44,8 +44,11 @@ class OriginCheck:
             return True
         if origin not in self.refused:
             self.refused.add(origin)
-            log.warning("Refused the web page at %s: not one of ALLOWED_ORIGINS (%s); "
-                        "further refusals of it are not logged", origin, ", ".join(sorted(self.origins)))
+            log.warning(
+                "Refused the web page at %s: not one of ALLOWED_ORIGINS (%s); further refusals of it are not logged",
+                origin,
+                ", ".join(sorted(self.origins)),
+            )
         return False
 
 
@@ -62,8 +65,11 @@ class HostCheck(TrustedHostMiddleware):
             name = urlsplit(f"//{host}").hostname or ""
             if name not in self.allowed_hosts and host not in self.refused:
                 self.refused.add(host)
-                log.warning("Refused a request for host %r: not a host of ALLOWED_ORIGINS or loopback; "
-                            "further refusals of it are not logged", host)
+                log.warning(
+                    "Refused a request for host %r: not a host of ALLOWED_ORIGINS or loopback; "
+                    "further refusals of it are not logged",
+                    host,
+                )
         await super().__call__(scope, receive, send)
 
 
@@ -74,10 +80,14 @@ def lock(app: Starlette, sio: AsyncServer, origins: tuple[str, ...], hosts: tupl
     sio.eio.cors_allowed_origins = "*" if opened else OriginCheck(origins)
     # Chainlit's CORS grant follows .chainlit/config.toml's allow_origins, read before the app's settings.
     for index, middleware in enumerate(app.user_middleware):
-        if middleware.cls is CORSMiddleware:
+        if getattr(middleware, "cls", None) is CORSMiddleware:  # Starlette types .cls as a factory, not a class
             app.user_middleware[index] = Middleware(
-                CORSMiddleware, allow_origins=["*"] if opened else [normalized(o) for o in origins],
-                allow_credentials=True, allow_methods=["*"], allow_headers=["*"])
+                CORSMiddleware,
+                allow_origins=["*"] if opened else [normalized(o) for o in origins],
+                allow_credentials=True,
+                allow_methods=["*"],
+                allow_headers=["*"],
+            )
             break
     else:
         raise RuntimeError("Chainlit's CORS middleware was not found; the origin lock cannot be applied")

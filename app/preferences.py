@@ -25,7 +25,7 @@ class Preferences(BaseModel):
     system_prompt: Annotated[str, Field(strict=True, max_length=SYSTEM_PROMPT_MAX_CHARS)]
 
     @classmethod
-    def defaults(cls, settings: Settings) -> "Preferences":
+    def defaults(cls, settings: Settings) -> Preferences:
         """The starting preferences of every session."""
         return cls(
             temperature=settings.temperature,
@@ -36,20 +36,19 @@ class Preferences(BaseModel):
         )
 
 
-def apply_changes(
-    current: Preferences, changes: Any, max_tokens_limit: int
-) -> tuple[Preferences, list[str]]:
+def apply_changes(current: Preferences, changes: Any, max_tokens_limit: int) -> tuple[Preferences, list[str]]:
     """Apply each valid change; return the new preferences and the rejected keys with reasons."""
     if not isinstance(changes, dict):
         return current, [f"settings must be a mapping, not {type(changes).__name__}"]
     accepted = current.model_dump()
     rejected: list[str] = []
-    for key, value in changes.items():
+    for key, sent in changes.items():
         if key not in Preferences.model_fields:
             rejected.append(f"{str(key)[:40]}: unknown setting")
             continue
-        if key == "max_tokens" and isinstance(value, float) and value.is_integer():
-            value = int(value)  # sliders may send 512.0
+        value = sent
+        if key == "max_tokens" and isinstance(sent, float) and sent.is_integer():
+            value = int(sent)  # sliders may send 512.0
         try:
             Preferences.model_validate({**current.model_dump(), key: value})
         except ValidationError as exc:

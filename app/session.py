@@ -22,7 +22,7 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
-    last_reply: "cl.Message | None" = None
+    last_reply: cl.Message | None = None
 
     @property
     def generating(self) -> bool:

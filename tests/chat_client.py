@@ -6,9 +6,9 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import socketio
@@ -73,10 +73,20 @@ class ChatClient:
 
     async def connect(self) -> None:
         """Open the socket and start the chat (runs on_chat_start)."""
-        auth = {"clientType": "webapp", "sessionId": self.session_id, "threadId": "",
-                "userEnv": "{}", "chatProfile": ""}
-        await self.sio.connect(self.url, socketio_path="/ws/socket.io", auth=auth,
-                               headers={"Accept-Language": self.language, **self.headers}, transports=list(self.transports))
+        auth = {
+            "clientType": "webapp",
+            "sessionId": self.session_id,
+            "threadId": "",
+            "userEnv": "{}",
+            "chatProfile": "",
+        }
+        await self.sio.connect(
+            self.url,
+            socketio_path="/ws/socket.io",
+            auth=auth,
+            headers={"Accept-Language": self.language, **self.headers},
+            transports=list(self.transports),
+        )
         await self.sio.emit("connection_successful")
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 60) -> None:
@@ -93,15 +103,24 @@ class ChatClient:
 
     async def greeting(self, timeout: float = 60) -> str:
         """The first assistant message of the session."""
-        await self.wait_for(lambda: self.texts(), timeout)
+        await self.wait_for(self.texts, timeout)
         return self.texts()[0]
 
     async def send(self, text: str, message_id: str | None = None) -> str:
         """Send a user message as the composer does; return its id."""
         message_id = message_id or str(uuid.uuid4())
-        payload = {"message": {"id": message_id, "threadId": "", "name": "User", "type": "user_message",
-                               "output": text, "createdAt": datetime.now(timezone.utc).isoformat(),
-                               "metadata": {}}, "fileReferences": []}
+        payload = {
+            "message": {
+                "id": message_id,
+                "threadId": "",
+                "name": "User",
+                "type": "user_message",
+                "output": text,
+                "createdAt": datetime.now(UTC).isoformat(),
+                "metadata": {},
+            },
+            "fileReferences": [],
+        }
         await self.sio.emit("client_message", payload)
         return message_id
 
@@ -117,8 +136,14 @@ class ChatClient:
         sent_at = len(self.events)
 
         def handler_started() -> int | None:
-            return next((sent_at + i for i, (e, d) in enumerate(self.events[sent_at:])
-                         if e == "new_message" and d.get("name") == "on_message"), None)
+            return next(
+                (
+                    sent_at + i
+                    for i, (e, d) in enumerate(self.events[sent_at:])
+                    if e == "new_message" and d.get("name") == "on_message"
+                ),
+                None,
+            )
 
         await self.send(text)
         await self.wait_for(lambda: handler_started() is not None, timeout)

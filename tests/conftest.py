@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chat_client import ChatClient  # noqa: E402  # after the path above
-from servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running  # noqa: E402  # after the path above
+from chat_client import ChatClient  # after the path above
+from servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running  # after the path above
 
 # The user's own configuration never reaches a test: neither their environment nor their .env.
 for name in PROJECT_VARIABLES & set(os.environ):
@@ -53,22 +53,22 @@ def small_stack() -> Iterator[tuple[VllmServer, ChatApp]]:
 
 
 @pytest.fixture(scope="session")
-def vllm(shared_stack) -> VllmServer:
+def vllm(shared_stack: tuple[VllmServer, ChatApp]) -> VllmServer:
     return shared_stack[0]
 
 
 @pytest.fixture(scope="session")
-def chat_app(shared_stack) -> ChatApp:
+def chat_app(shared_stack: tuple[VllmServer, ChatApp]) -> ChatApp:
     return shared_stack[1]
 
 
 @pytest.fixture(scope="session")
-def small_vllm(small_stack) -> VllmServer:
+def small_vllm(small_stack: tuple[VllmServer, ChatApp]) -> VllmServer:
     return small_stack[0]
 
 
 @pytest.fixture(scope="session")
-def small_app(small_stack) -> ChatApp:
+def small_app(small_stack: tuple[VllmServer, ChatApp]) -> ChatApp:
     return small_stack[1]
 
 

@@ -48,19 +48,28 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/v1/models":
-                self._json(200, {"object": "list", "data": [
-                    {"id": "fake-ernie", "object": "model", "owned_by": "test", "max_model_len": state.window}]})
+                self._json(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {"id": "fake-ernie", "object": "model", "owned_by": "test", "max_model_len": state.window}
+                        ],
+                    },
+                )
             else:
                 self._json(404, {"error": {"message": "no such path"}})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append({"path": self.path, **body})
             if state.mode == "status":
-                self._json(state.status, {"error": {"message": f"fake failure {state.status}",
-                                                    "type": "test", "code": state.status}})
+                self._json(
+                    state.status,
+                    {"error": {"message": f"fake failure {state.status}", "type": "test", "code": state.status}},
+                )
                 return
             if self.path == "/tokenize":
                 self._json(200, {"count": count_tokens(body["messages"]), "max_model_len": state.window})
@@ -93,19 +102,32 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     self._event({"error": {"message": "engine failed", "type": "InternalServerError", "code": 500}})
                     self._chunk(b"")
                     return
-                self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-                             "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index}})
+                self._event(
+                    {
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": index + 1, "total_tokens": 4 + index},
+                    }
+                )
             self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None})
-            self._event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(reply),
-                                                  "total_tokens": 3 + len(reply)}})
+            self._event(
+                {
+                    "choices": [],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": len(reply), "total_tokens": 3 + len(reply)},
+                }
+            )
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
             self.close_connection = True
             state.streams_finished += 1
 
         def _event(self, chunk: dict[str, Any]) -> None:
-            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                     "model": "fake-ernie", **chunk}
+            chunk = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "fake-ernie",
+                **chunk,
+            }
             self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
 
         def _chunk(self, data: bytes) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -44,8 +45,16 @@ def pin(cpus: set[int] | None) -> Callable[[], None] | None:
 
 def launch(argv: list[str], env: dict[str, str], log: IO[bytes], cpus: set[int] | None) -> subprocess.Popen[bytes]:
     """A server process in a session of its own, remembered so that nothing outlives the tests."""
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True, preexec_fn=pin(cpus))
+    # The child only sets its CPU affinity before exec.
+    process = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=pin(cpus),  # noqa: PLW1509
+    )
     STARTED.append(process)
     return process
 
@@ -70,8 +79,11 @@ def marked_processes(mark: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and f"TEST_RUN_MARK={mark}".encode() in (entry / "environ").read_bytes() \
-                    and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            if (
+                entry.name.isdigit()
+                and f"TEST_RUN_MARK={mark}".encode() in (entry / "environ").read_bytes()
+                and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            ):
                 found.append(int(entry.name))
         except OSError:
             pass
@@ -115,10 +127,8 @@ def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> N
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    try:  # children that outlived their leader (vLLM's engine core)
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # children that outlived their leader
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Server(Protocol):
@@ -149,12 +159,13 @@ class Process:
     log: IO[bytes] | None = None
     starts: int = 0
 
-    def begin(self, argv: list[str], env: dict[str, str], log_path: Path, append: bool,
-              cpus: set[int] | None) -> subprocess.Popen[bytes]:
+    def begin(
+        self, argv: list[str], env: dict[str, str], log_path: Path, append: bool, cpus: set[int] | None
+    ) -> subprocess.Popen[bytes]:
         """Start the process, logging to log_path."""
         LOGS.mkdir(parents=True, exist_ok=True)
         self.end()
-        self.log = open(log_path, "ab" if append else "wb")
+        self.log = open(log_path, "ab" if append else "wb")  # noqa: SIM115  # open as long as the server; end() closes it
         self.process = launch(argv, env, self.log, cpus)
         self.starts += 1
         return self.process
@@ -246,16 +257,21 @@ class VllmServer:
     def count_tokens(self, prompt: str) -> int:
         """Tokens of an already rendered prompt."""
         body = json.dumps({"model": "ernie-tiny", "prompt": prompt, "add_special_tokens": False}).encode()
-        request = urllib.request.Request(self.root + "/tokenize", data=body, headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"})
+        request = urllib.request.Request(
+            self.root + "/tokenize",
+            data=body,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
+        )
         with urllib.request.urlopen(request, timeout=10) as reply:
             return int(json.loads(reply.read())["count"])
 
     def logged_requests(self) -> list[dict[str, str]]:
         """Requests vLLM logged: their rendered prompt and sampling parameters, oldest first."""
         text = self.log_path.read_text(errors="replace")
-        prompts = {m[1]: ast.literal_eval(m[2]) for m in
-                   re.finditer(r"Request (\S+) details: prompt: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", text)}
+        prompts = {
+            m[1]: ast.literal_eval(m[2])
+            for m in re.finditer(r"Request (\S+) details: prompt: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", text)
+        }
         requests = []
         for match in re.finditer(r"Received request (\S+): params: SamplingParams\((.*?)\), lora", text):
             request_id, params = match[1], match[2]
@@ -280,9 +296,15 @@ class ChatApp:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 90) -> None:
-        env = hermetic_environment(VLLM_BASE_URL=self.vllm.base_url, API_KEY=self.vllm.api_key,
-                                   READINESS_POLL_SECONDS="0.5", RECONNECT_GRACE_SECONDS=str(self.reconnect_grace),
-                                   CHAT_HOST="127.0.0.1", CHAT_PORT=str(self.port), **self.extra_env)
+        env = hermetic_environment(
+            VLLM_BASE_URL=self.vllm.base_url,
+            API_KEY=self.vllm.api_key,
+            READINESS_POLL_SECONDS="0.5",
+            RECONNECT_GRACE_SECONDS=str(self.reconnect_grace),
+            CHAT_HOST="127.0.0.1",
+            CHAT_PORT=str(self.port),
+            **self.extra_env,
+        )
         log_path = LOGS / f"chainlit-{self.vllm.name}-{self.port}.log"
         self.running.begin([sys.executable, "-m", "app"], env, log_path, True, self.cpus)
         self.running.wait_ready(self.url + "/", timeout, {})

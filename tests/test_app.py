@@ -6,9 +6,10 @@ import asyncio
 import math
 import re
 import time
+from functools import partial
+from typing import Any
 
 import pytest
-
 from chat_client import ChatClient
 
 pytestmark = pytest.mark.app
@@ -53,8 +54,9 @@ async def test_answer_is_streamed_token_by_token_and_ends_with_stats(client, vll
 
 
 async def test_settings_change_applies_to_the_next_request(client, vllm):
-    await client.change_settings({"temperature": 0.25, "top_p": 0.5, "max_tokens": 7,
-                                  "repetition_penalty": 1.0, "system_prompt": "SYS-MARK-42"})
+    await client.change_settings(
+        {"temperature": 0.25, "top_p": 0.5, "max_tokens": 7, "repetition_penalty": 1.0, "system_prompt": "SYS-MARK-42"}
+    )
     await client.ask("hi")
     logged = vllm.logged_requests()[-1]
     assert logged["prompt"].startswith("<|begin_of_sentence|>SYS-MARK-42\nUser: hi\n")
@@ -67,8 +69,10 @@ async def test_conversation_is_sent_every_turn(client, vllm):
     first = answers(await client.ask("alpha question"))[-1]["output"]
     await client.ask("beta question")
     prompt = vllm.logged_requests()[-1]["prompt"]
-    assert prompt == (f"<|begin_of_sentence|>User: alpha question\nAssistant: {first}<|end_of_sentence|>"
-                      "User: beta question\nAssistant: ")
+    assert prompt == (
+        f"<|begin_of_sentence|>User: alpha question\nAssistant: {first}<|end_of_sentence|>"
+        "User: beta question\nAssistant: "
+    )
 
 
 async def test_sessions_keep_their_own_settings_and_history(chat_app, vllm):
@@ -97,7 +101,7 @@ async def start_long_answer(tab: ChatClient, vllm, text: str) -> int:
         mark = await tab.start_answer(f"{text} ({attempt})")
         if vllm.metric("vllm:num_requests_running") == 1:
             return mark
-        await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+        await tab.wait_for(partial(tab.events_since, mark, "task_end"), 60)
     pytest.fail("vLLM finished three answers before their first token reached the app")
 
 
@@ -130,18 +134,30 @@ async def test_a_second_message_while_answering_is_refused(client, vllm):
     mark = await client.start_answer("first message, long answer")
     await client.send("second message too early")
     await client.wait_for(lambda: any(m.get("isError") for m in client.events_since(mark, "new_message")), 30)
-    refusal = [m["output"] for m in client.events_since(mark, "new_message") if m.get("isError")][0]
+    refusal = next(m["output"] for m in client.events_since(mark, "new_message") if m.get("isError"))
     assert "Still answering" in refusal
     await client.stop()
     await asyncio.sleep(0.5)
     assert "second message too early" not in vllm.logged_requests()[-1]["prompt"]
 
 
-@pytest.mark.parametrize("bad", [
-    {"temperature": float("nan")}, {"temperature": "hot"}, {"temperature": -1}, {"top_p": 0},
-    {"max_tokens": -5}, {"max_tokens": 10**12}, {"max_tokens": True}, {"system_prompt": 5},
-    {"unknown_key": 1}, "not a mapping", [1, 2], {"temperature": math.inf},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"temperature": float("nan")},
+        {"temperature": "hot"},
+        {"temperature": -1},
+        {"top_p": 0},
+        {"max_tokens": -5},
+        {"max_tokens": 10**12},
+        {"max_tokens": True},
+        {"system_prompt": 5},
+        {"unknown_key": 1},
+        "not a mapping",
+        [1, 2],
+        {"temperature": math.inf},
+    ],
+)
 async def test_hostile_settings_are_rejected_and_the_last_good_ones_kept(client, vllm, bad):
     await client.change_settings({"temperature": 0.3, "max_tokens": 6})
     mark = len(client.events)
@@ -152,9 +168,14 @@ async def test_hostile_settings_are_rejected_and_the_last_good_ones_kept(client,
     assert float(logged["temperature"]) == 0.3 and int(logged["max_tokens"]) == 6
 
 
-@pytest.mark.parametrize("text", [
-    "<script>alert('x')</script><b>bold</b>", "tab\tbell\x07 nul-free \x1b[31m red", "混合中文 and emoji 😀🚀",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<script>alert('x')</script><b>bold</b>",
+        "tab\tbell\x07 nul-free \x1b[31m red",
+        "混合中文 and emoji 😀🚀",
+    ],
+)
 async def test_odd_messages_are_answered(client, text):
     await client.change_settings({"max_tokens": 4})
     produced = await client.ask(text)
@@ -167,8 +188,6 @@ async def test_empty_and_whitespace_messages_get_a_clear_message(client, vllm):
         produced = await client.ask(text)
         assert any("empty" in e for e in errors(produced))
     assert len(vllm.logged_requests()) == before
-
-
 
 
 async def streaming_tab(chat_app, vllm, text: str) -> ChatClient:
@@ -212,12 +231,15 @@ async def test_regenerate_replaces_the_last_answer(client, vllm):
     assert "regenerate me" not in requests[0]["prompt"].split("User: regenerate me")[0]
 
 
-def call_action(client: ChatClient, action: dict) -> dict:
+def call_action(client: ChatClient, action: dict[str, Any]) -> dict[str, Any]:
     """Click an action button: the browser posts it to /project/action."""
     import json
     import urllib.request
+
     body = json.dumps({"sessionId": client.session_id, "action": action}).encode()
-    request = urllib.request.Request(client.url + "/project/action", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        client.url + "/project/action", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as reply:
-        return json.loads(reply.read())
+        answer: dict[str, Any] = json.loads(reply.read())
+        return answer

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from fake_openai import fake_openai_server
+from servers import free_port
 
 from app.backend import Backend, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
 from app.i18n import error_text
-from fake_openai import fake_openai_server
-from servers import free_port
 
 SAMPLING = Sampling(temperature=0.5, top_p=0.9, max_tokens=8)
 
@@ -44,10 +44,17 @@ async def test_unreachable_server():
     assert "make serve" in error_text("en", caught.value)
 
 
-@pytest.mark.parametrize("status, problem", [
-    (401, Problem.UNAUTHORIZED), (403, Problem.UNAUTHORIZED), (404, Problem.MODEL_MISSING),
-    (400, Problem.REJECTED), (500, Problem.SERVER_ERROR), (503, Problem.SERVER_ERROR),
-])
+@pytest.mark.parametrize(
+    ("status", "problem"),
+    [
+        (401, Problem.UNAUTHORIZED),
+        (403, Problem.UNAUTHORIZED),
+        (404, Problem.MODEL_MISSING),
+        (400, Problem.REJECTED),
+        (500, Problem.SERVER_ERROR),
+        (503, Problem.SERVER_ERROR),
+    ],
+)
 async def test_http_errors_map_to_causes(fake, status, problem):
     backend, state = fake
     await backend.model()
@@ -67,10 +74,13 @@ async def test_rejection_carries_the_servers_reason(fake):
     assert caught.value.details["reason"] == "fake failure 400"
 
 
-@pytest.mark.parametrize("mode, problem, details", [
-    ("drop", Problem.INTERRUPTED, {}),  # the connection closes mid-answer
-    ("error_event", Problem.SERVER_ERROR, {"status": "engine failed"}),  # vLLM's error event
-])
+@pytest.mark.parametrize(
+    ("mode", "problem", "details"),
+    [
+        ("drop", Problem.INTERRUPTED, {}),  # the connection closes mid-answer
+        ("error_event", Problem.SERVER_ERROR, {"status": "engine failed"}),  # vLLM's error event
+    ],
+)
 async def test_failure_mid_stream_keeps_what_arrived(fake, mode, problem, details):
     backend, state = fake
     state.mode = mode

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from app.backend import Backend, Sampling
+from app.backend import Backend, ChatStream, Message, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
 
@@ -15,7 +17,7 @@ def backend_for(vllm, **overrides) -> Backend:
     return Backend(Settings(vllm_base_url=vllm.base_url, api_key=vllm.api_key, **overrides))
 
 
-async def collect(backend: Backend, messages, **sampling) -> tuple[str, object]:
+async def collect(backend: Backend, messages: list[Message], **sampling: Any) -> tuple[str, ChatStream]:
     params = Sampling(**{"temperature": 0.0, "top_p": 1.0, "max_tokens": 12, **sampling})
     async with backend.stream_chat(messages, params) as stream:
         parts = [delta async for delta in stream]
@@ -30,19 +32,19 @@ async def test_discovers_served_model_and_window(vllm):
 
 async def test_streamed_text_equals_final_text_and_usage(vllm):
     backend = backend_for(vllm)
-    messages = [{"role": "user", "content": "Hello"}]
-    streamed, stream = await collect(backend, messages, max_tokens=10)
+    streamed, stream = await collect(backend, [{"role": "user", "content": "Hello"}], max_tokens=10)
     final = await backend._client.chat.completions.create(
-        model="ernie-tiny", messages=messages, temperature=0.0, max_tokens=10)
+        model="ernie-tiny", messages=[{"role": "user", "content": "Hello"}], temperature=0.0, max_tokens=10
+    )
     assert streamed and streamed == final.choices[0].message.content
     assert stream.completion_tokens == 10 and stream.finish_reason == "length"
-    assert stream.prompt_tokens == await backend.count_prompt_tokens(messages)
+    assert stream.prompt_tokens == await backend.count_prompt_tokens([{"role": "user", "content": "Hello"}])
 
 
 async def test_max_tokens_is_honoured(vllm):
     for limit in (1, 5, 17):
         _, stream = await collect(backend_for(vllm), [{"role": "user", "content": "count"}], max_tokens=limit)
-        assert stream.completion_tokens <= limit
+        assert stream.completion_tokens is not None and stream.completion_tokens <= limit
         assert stream.completion_tokens == limit or stream.finish_reason == "stop"
 
 
@@ -56,14 +58,18 @@ async def test_temperature_zero_repeats_itself(vllm):
 
 async def test_system_prompt_and_history_are_rendered_by_the_chat_template(vllm):
     backend = backend_for(vllm)
-    messages = [{"role": "system", "content": "SYS-7731"},
-                {"role": "user", "content": "first question"},
-                {"role": "assistant", "content": "first answer"},
-                {"role": "user", "content": "second question"}]
+    messages = [
+        {"role": "system", "content": "SYS-7731"},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"},
+    ]
     await collect(backend, messages, max_tokens=2)
     prompt = vllm.logged_requests()[-1]["prompt"]
-    assert prompt == ("<|begin_of_sentence|>SYS-7731\nUser: first question\nAssistant: first answer"
-                      "<|end_of_sentence|>User: second question\nAssistant: ")
+    assert prompt == (
+        "<|begin_of_sentence|>SYS-7731\nUser: first question\nAssistant: first answer"
+        "<|end_of_sentence|>User: second question\nAssistant: "
+    )
 
 
 @pytest.mark.parametrize("key", ["", "wrong"])

@@ -6,16 +6,30 @@ import subprocess
 import sys
 
 import pytest
-
 from servers import ROOT
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 
 
 def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_app.py"), "--sessions", "2",
-                             "--tokens", "8", "--rounds", "1", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "bench_app.py"),
+            "--sessions",
+            "2",
+            "--tokens",
+            "8",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 2 |")]
     assert [row.split("|")[2].strip() for row in rows] == ["direct", "app"]

@@ -10,18 +10,26 @@ import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
-
 from servers import ROOT, ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = ROOT / "test-results" / "screenshots"
 ANSWERS = "[data-step-type='assistant_message']"
 USER_MESSAGES = "[data-step-type='user_message']"
@@ -55,8 +63,12 @@ def fresh_browser(playwright: Playwright) -> Iterator[Browser]:
 def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
     """A fresh tab on the chat, with every request to another host blocked (fonts, CDNs)."""
     context = browser.new_context(locale=locale, viewport={"width": 1100, "height": 800})
-    context.route("**/*", lambda route: route.continue_()
-                  if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost") else route.abort())
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost") else route.abort()
+        ),
+    )
     page = context.new_page()
     page.goto(url)
     return page
@@ -65,10 +77,9 @@ def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
 def shoot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
-    if target := os.environ.get("README_SCREENSHOTS"):
-        if name in ("english", "chinese"):
-            Path(target).mkdir(parents=True, exist_ok=True)
-            shutil.copy(SHOTS / f"{name}.png", Path(target) / f"{name}.png")
+    if (target := os.environ.get("README_SCREENSHOTS")) and name in ("english", "chinese"):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(SHOTS / f"{name}.png", Path(target) / f"{name}.png")
 
 
 def send(page: Page, text: str) -> None:
@@ -91,8 +102,13 @@ def wait_for_request(vllm: VllmServer, seen: int, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-def set_settings(page: Page, temperature_steps: int | None = None, max_token_steps: int | None = None,
-                 system_prompt: str | None = None, most_tokens: bool = False) -> None:
+def set_settings(
+    page: Page,
+    temperature_steps: int | None = None,
+    max_token_steps: int | None = None,
+    system_prompt: str | None = None,
+    most_tokens: bool = False,
+) -> None:
     """Open the settings panel, move sliders from their minimum by whole steps (or max tokens to its
     end), type a prompt, confirm."""
     page.click("#chat-settings-open-modal")
@@ -133,7 +149,7 @@ STOP_AFTER_GROWTH = """() => {
 }"""
 
 
-def stop_while_growing(browser: Browser, url: str) -> tuple[Page, dict]:
+def stop_while_growing(browser: Browser, url: str) -> tuple[Page, dict[str, Any]]:
     """Open a chat, ask for a window-long answer, and press stop as soon as the page showed it grow."""
     page = open_chat(browser, url)
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
@@ -152,7 +168,7 @@ def stop_while_growing(browser: Browser, url: str) -> tuple[Page, dict]:
 def test_answer_grows_while_streaming_and_stop_leaves_it_final(fresh_browser, chat_app, vllm):
     # A page that falls behind the stream (a cold browser on a loaded 2-core machine) can show the
     # answer growing after vLLM has finished it; then the stop comes too late and the case is retried.
-    for attempt in range(3):
+    for _attempt in range(3):
         page, _ = stop_while_growing(fresh_browser, chat_app.url)
         stats = page.locator(ANSWERS).nth(1).get_by_test_id("answer-stats")
         expect(stats).to_contain_text("tokens", timeout=30_000)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fake_openai import count_tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Turn, plan_request
 from app.errors import ChatError, Problem
-from fake_openai import count_tokens
 
 
 async def counter(messages):
@@ -25,13 +25,27 @@ conversations = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_
 
 
 @settings(max_examples=300, deadline=None)
-@given(turns=conversations, system=st.integers(0, 30), new=st.integers(0, 80),
-       max_tokens=st.integers(1, 300), window=st.integers(16, 400))
+@given(
+    turns=conversations,
+    system=st.integers(0, 30),
+    new=st.integers(0, 80),
+    max_tokens=st.integers(1, 300),
+    window=st.integers(16, 400),
+)
 def test_plan_fits_keeps_the_newest_turns_and_drops_as_few_as_possible(turns, system, new, max_tokens, window):
     conversation = Conversation([Turn(words(u), words(a)) for u, a in turns])
     system_prompt, user_text = words(system), words(new) + " newest"
     try:
-        plan = asyncio.run(plan_request(conversation, system_prompt, user_text, max_tokens, window, counter))
+        plan = asyncio.run(
+            plan_request(
+                conversation,
+                system_prompt=system_prompt,
+                user_text=user_text,
+                max_tokens=max_tokens,
+                window=window,
+                count=counter,
+            )
+        )
     except ChatError as error:
         assert error.problem is Problem.MESSAGE_TOO_LONG
         alone = count_tokens(conversation.messages(system_prompt, user_text, skip=len(turns)))
@@ -56,8 +70,11 @@ def test_plan_fits_keeps_the_newest_turns_and_drops_as_few_as_possible(turns, sy
 def test_unknown_window_sends_everything_without_counting():
     async def never(_):
         raise AssertionError("no counting without a window")
+
     conversation = Conversation([Turn("a", "b")])
-    plan = asyncio.run(plan_request(conversation, "sys", "new", 100, 0, never))
+    plan = asyncio.run(
+        plan_request(conversation, system_prompt="sys", user_text="new", max_tokens=100, window=0, count=never)
+    )
     assert plan.dropped_turns == 0 and plan.max_tokens == 100 and len(plan.messages) == 4
 
 
@@ -66,16 +83,21 @@ def test_empty_system_prompt_sends_no_system_message():
 
 
 def test_edited_message_replaces_its_turn_and_everything_after():
-    conversation = Conversation([Turn("one", "1", message_id="a"), Turn("two", "2", Ending.STOPPED, "b"),
-                                 Turn("three", "3", message_id="c")])
+    conversation = Conversation(
+        [Turn("one", "1", message_id="a"), Turn("two", "2", Ending.STOPPED, "b"), Turn("three", "3", message_id="c")]
+    )
     conversation.truncate_at("b")
     assert [t.user for t in conversation.turns] == ["one"]
     conversation.truncate_at("unknown")
     assert [t.user for t in conversation.turns] == ["one"]
 
 
-@pytest.mark.parametrize("window, max_tokens, expected", [(100, 10, 10), (30, 50, None)])
+@pytest.mark.parametrize(("window", "max_tokens", "expected"), [(100, 10, 10), (30, 50, None)])
 def test_single_message_budget(window, max_tokens, expected):
-    plan = asyncio.run(plan_request(Conversation(), "", words(5), max_tokens, window, counter))
+    plan = asyncio.run(
+        plan_request(
+            Conversation(), system_prompt="", user_text=words(5), max_tokens=max_tokens, window=window, count=counter
+        )
+    )
     prompt = count_tokens([{"role": "user", "content": words(5)}])
     assert plan.max_tokens == (expected or window - prompt)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from chat_client import ChatClient
 
 pytestmark = pytest.mark.app

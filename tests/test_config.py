@@ -7,21 +7,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from hostile_env import documented_variables
 from pydantic import ValidationError
+from servers import PROJECT_VARIABLES, ROOT, hermetic_environment
 
 from app.config import DEFAULT_MODEL, Settings, dotenv_file, explain
 from app.i18n import TEXT, language_of, text
-from hostile_env import documented_variables
-from servers import PROJECT_VARIABLES, ROOT, hermetic_environment
 from serving.plan import ServeSettings
 
 
 @pytest.fixture
 def environment(monkeypatch: pytest.MonkeyPatch):
     """Set variables for Settings() to read (conftest already removed the user's own)."""
+
     def set_variables(**variables: str) -> None:
         for name, value in variables.items():
             monkeypatch.setenv(name, value)
+
     return set_variables
 
 
@@ -37,8 +39,15 @@ def test_defaults():
 
 
 def test_environment_overrides_and_empty_values(environment):
-    environment(VLLM_PORT="9001", TEMPERATURE="0.2", MODEL_NAME="", API_KEY="s3cret", SYSTEM_PROMPT="",
-                CHAT_PORT="7999", MAX_TOKENS="")
+    environment(
+        VLLM_PORT="9001",
+        TEMPERATURE="0.2",
+        MODEL_NAME="",
+        API_KEY="s3cret",
+        SYSTEM_PROMPT="",
+        CHAT_PORT="7999",
+        MAX_TOKENS="",
+    )
     settings = Settings()
     assert settings.base_url == "http://127.0.0.1:9001/v1"
     assert settings.temperature == 0.2 and settings.model_name == "" and settings.system_prompt == ""
@@ -66,12 +75,15 @@ def test_a_listening_address_of_its_own_is_an_allowed_origin(environment):
     assert "http://192.168.7.7:8080" in Settings().origins
 
 
-@pytest.mark.parametrize(("variable", "value", "message"), [
-    ("CHAT_PORT", "abc", "CHAT_PORT=abc: Input should be a valid integer"),
-    ("CHAT_PORT", "70000", "CHAT_PORT=70000: Input should be less than or equal to 65535"),
-    ("TEMPERATURE", "hot", "TEMPERATURE=hot: Input should be a valid number"),
-    ("ALLOWED_ORIGINS", "chat.example.com/path", "ALLOWED_ORIGINS=chat.example.com/path: Value error, "),
-])
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CHAT_PORT", "abc", "CHAT_PORT=abc: Input should be a valid integer"),
+        ("CHAT_PORT", "70000", "CHAT_PORT=70000: Input should be less than or equal to 65535"),
+        ("TEMPERATURE", "hot", "TEMPERATURE=hot: Input should be a valid number"),
+        ("ALLOWED_ORIGINS", "chat.example.com/path", "ALLOWED_ORIGINS=chat.example.com/path: Value error, "),
+    ],
+)
 def test_a_bad_value_is_named_in_one_line(environment, variable, value, message):
     environment(**{variable: value})
     with pytest.raises(ValidationError) as caught:
@@ -105,14 +117,23 @@ def test_every_documented_variable_is_a_setting_stripped_from_test_servers(tmp_p
 
 def test_bad_values_stop_the_programs_with_one_line_each():
     for module, variable, value in (("app", "CHAT_PORT", "abc"), ("serving", "VLLM_NICE", "30")):
-        result = subprocess.run([sys.executable, "-m", module, *(["--dry-run"] if module == "serving" else [])],
-                                cwd=ROOT, env=hermetic_environment(**{variable: value}), capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", module, *(["--dry-run"] if module == "serving" else [])],
+            cwd=ROOT,
+            env=hermetic_environment(**{variable: value}),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 2
         assert result.stderr.strip().splitlines() == [
             f"make {'chat' if module == 'app' else 'serve'}: {variable}={value}: "
-            + ("Input should be a valid integer, unable to parse string as an integer" if module == "app"
-               else "Input should be less than or equal to 19")]
+            + (
+                "Input should be a valid integer, unable to parse string as an integer"
+                if module == "app"
+                else "Input should be less than or equal to 19"
+            )
+        ]
 
 
 def test_serve_settings(environment):

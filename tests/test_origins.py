@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import socketio
-
 from chat_client import ChatClient
 from servers import LOGS
 
@@ -37,9 +36,11 @@ async def test_the_apps_own_origins_get_a_session_and_an_answer(chat_app, transp
         await tab.close()
 
 
-@pytest.mark.parametrize("headers", [{"Origin": FOREIGN}, {"Origin": "null"},
-                                     {"Host": "evil.example"}, {"Host": "rebound.example:7860"}],
-                         ids=["foreign-origin", "sandboxed-page", "foreign-host", "rebound-host"])
+@pytest.mark.parametrize(
+    "headers",
+    [{"Origin": FOREIGN}, {"Origin": "null"}, {"Host": "evil.example"}, {"Host": "rebound.example:7860"}],
+    ids=["foreign-origin", "sandboxed-page", "foreign-host", "rebound-host"],
+)
 async def test_a_foreign_page_gets_no_session(chat_app, vllm, headers):
     requests_before = len(vllm.logged_requests())
     for _attempt in range(3):  # the page would retry; each attempt is refused, the log says so once
@@ -79,7 +80,7 @@ def test_pages_for_a_foreign_host_are_refused(chat_app):
 
 def test_rest_calls_from_a_foreign_page_get_no_cors_grant(chat_app):
     for method in ("GET", "OPTIONS"):
-        status, granted = cors_grant(chat_app.url, FOREIGN, method)
+        _status, granted = cors_grant(chat_app.url, FOREIGN, method)
         assert granted is None, f"{method} from {FOREIGN} was granted {granted}"
     assert cors_grant(chat_app.url, FOREIGN, "OPTIONS")[0] == 400
     for origin in own_origins(chat_app.url):

@@ -14,13 +14,14 @@ DEFAULTS = Preferences.defaults(Settings())
 LIMIT = 4096
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**15, 10**15) | st.floats() | st.text(max_size=50),
+    st.none() | st.booleans() | st.integers(-(10**15), 10**15) | st.floats() | st.text(max_size=50),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=10), children, max_size=3),
     max_leaves=6,
 )
 changes = st.dictionaries(
     st.sampled_from(["temperature", "top_p", "max_tokens", "repetition_penalty", "system_prompt", "other"]),
-    json_values, max_size=6,
+    json_values,
+    max_size=6,
 )
 
 
@@ -41,8 +42,9 @@ def test_any_input_leaves_valid_preferences(update):
 
 
 def test_valid_changes_apply_and_bad_ones_are_named():
-    result, rejected = apply_changes(DEFAULTS, {"temperature": 0.2, "max_tokens": 64.0, "top_p": float("nan"),
-                                                "bogus": 1}, LIMIT)
+    result, rejected = apply_changes(
+        DEFAULTS, {"temperature": 0.2, "max_tokens": 64.0, "top_p": float("nan"), "bogus": 1}, LIMIT
+    )
     assert result.temperature == 0.2 and result.max_tokens == 64 and result.top_p == DEFAULTS.top_p
     assert len(rejected) == 2 and any(r.startswith("top_p") for r in rejected)
     assert any(r.startswith("bogus") for r in rejected)

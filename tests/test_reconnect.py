@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
-
 from chat_client import ChatClient
 from fake_openai import FakeState, fake_openai_server
 from servers import ChatApp, VllmServer, running

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from chat_client import ChatClient
 from servers import ChatApp, VllmServer, running
 
@@ -53,5 +52,7 @@ async def test_waits_for_vllm_then_survives_its_crash(lonely_app):
     produced = await tab.ask("after the restart")
     assert not [m for m in produced if m.get("isError")]
     prompt = server.logged_requests()[-1]["prompt"]
-    assert "User: write a long answer\nAssistant: " in prompt and prompt.endswith("User: after the restart\nAssistant: ")
+    assert "User: write a long answer\nAssistant: " in prompt and prompt.endswith(
+        "User: after the restart\nAssistant: "
+    )
     await tab.close()

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from servers import LOGS, ROOT, free_port, hermetic_environment, marked_processes, port_is_free, wait_http
 
 pytestmark = pytest.mark.vllm
@@ -34,28 +33,45 @@ class MakeRun:
         """Seconds until make and every process it started have ended and both ports are free."""
         started = time.monotonic()
         while time.monotonic() - started < timeout:
-            if self.process.poll() is not None and not marked_processes(self.mark) \
-                    and all(port_is_free(port) for port in self.ports):
+            if (
+                self.process.poll() is not None
+                and not marked_processes(self.mark)
+                and all(port_is_free(port) for port in self.ports)
+            ):
                 return time.monotonic() - started
             time.sleep(0.2)
-        pytest.fail(f"after {timeout} s: processes {marked_processes(self.mark)}, "
-                    f"ports free {[port_is_free(p) for p in self.ports]}\n{self.output()[-3000:]}")
+        pytest.fail(
+            f"after {timeout} s: processes {marked_processes(self.mark)}, "
+            f"ports free {[port_is_free(p) for p in self.ports]}\n{self.output()[-3000:]}"
+        )
 
 
 @pytest.fixture
 def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
     mark, vllm_port, chat_port = str(uuid.uuid4()), free_port(), free_port()
     env = hermetic_environment(
-        MODEL=os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")), SERVED_MODEL_NAME="ernie-tiny",
-        PROFILE="dev", MAX_MODEL_LEN="512", VLLM_PORT=str(vllm_port), CHAT_PORT=str(chat_port), TEST_RUN_MARK=mark,
-        VLLM_CPU_OMP_THREADS_BIND="0")
+        MODEL=os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
+        SERVED_MODEL_NAME="ernie-tiny",
+        PROFILE="dev",
+        MAX_MODEL_LEN="512",
+        VLLM_PORT=str(vllm_port),
+        CHAT_PORT=str(chat_port),
+        TEST_RUN_MARK=mark,
+        VLLM_CPU_OMP_THREADS_BIND="0",
+    )
     for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # this make is the user's, not a sub-make of `make test`
         env.pop(name, None)
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / f"make-run-{request.node.callspec.id}.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            ["make", "--no-print-directory", "run"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     run = MakeRun(process, mark, (vllm_port, chat_port), log_path)
     try:
         wait_http(f"http://127.0.0.1:{chat_port}/", process, 300, {})
@@ -78,8 +94,11 @@ def test_a_stop_signal_stops_vllm_and_the_ui(make_run, stop):
 
 @pytest.mark.parametrize("dies", ["vllm"])
 def test_a_server_that_dies_takes_make_run_down_with_a_reason(make_run, dies):
-    server = next(pid for pid in marked_processes(make_run.mark)
-                  if b"vllm.entrypoints" in Path(f"/proc/{pid}/cmdline").read_bytes())
+    server = next(
+        pid
+        for pid in marked_processes(make_run.mark)
+        if b"vllm.entrypoints" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    )
     os.killpg(os.getpgid(server), signal.SIGKILL)  # as the kernel's OOM killer or a crash would
     make_run.wait_until_gone()
     assert make_run.process.returncode != 0

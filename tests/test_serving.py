@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from servers import hermetic_environment
 
 from serving.machine import Gpu, Machine
-from servers import hermetic_environment
 from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,21 +18,44 @@ SERVER_VENV = os.environ.get("SERVER_VENV", str(ROOT / ".venv-vllm"))
 GIB = 2**30
 
 # baidu/ERNIE-4.5-0.3B-PT's config.json, the fields that size memory.
-ERNIE_CONFIG = {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18,
-                "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128,
-                "vocab_size": 103424, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+ERNIE_CONFIG = {
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 18,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "vocab_size": 103424,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
 ERNIE = ModelShape.from_config(ERNIE_CONFIG)
 
 MACHINES = {
-    "cpu-2-cores": Machine(cpus=2, physical_cores=2, cpu_flags=frozenset({"avx512f", "avx512_bf16"}),
-                           available_memory_bytes=23 * GIB, libraries={"iomp5": "/x/libiomp5.so",
-                                                                       "tcmalloc": "/y/libtcmalloc_minimal.so.4"}),
-    "gpu-24gb": Machine(cpus=16, physical_cores=8, cpu_flags=frozenset({"avx2"}), available_memory_bytes=64 * GIB,
-                        gpus=(Gpu("NVIDIA L4", 24 * GIB),)),
-    "gpu-80gb": Machine(cpus=32, physical_cores=16, cpu_flags=frozenset({"avx512f"}),
-                        available_memory_bytes=256 * GIB, gpus=(Gpu("NVIDIA H100", 80 * GIB),)),
-    "cpu-8-cores-no-bf16": Machine(cpus=16, physical_cores=8, cpu_flags=frozenset({"avx2"}),
-                                   available_memory_bytes=32 * GIB),
+    "cpu-2-cores": Machine(
+        cpus=2,
+        physical_cores=2,
+        cpu_flags=frozenset({"avx512f", "avx512_bf16"}),
+        available_memory_bytes=23 * GIB,
+        libraries={"iomp5": "/x/libiomp5.so", "tcmalloc": "/y/libtcmalloc_minimal.so.4"},
+    ),
+    "gpu-24gb": Machine(
+        cpus=16,
+        physical_cores=8,
+        cpu_flags=frozenset({"avx2"}),
+        available_memory_bytes=64 * GIB,
+        gpus=(Gpu("NVIDIA L4", 24 * GIB),),
+    ),
+    "gpu-80gb": Machine(
+        cpus=32,
+        physical_cores=16,
+        cpu_flags=frozenset({"avx512f"}),
+        available_memory_bytes=256 * GIB,
+        gpus=(Gpu("NVIDIA H100", 80 * GIB),),
+    ),
+    "cpu-8-cores-no-bf16": Machine(
+        cpus=16, physical_cores=8, cpu_flags=frozenset({"avx2"}), available_memory_bytes=32 * GIB
+    ),
 }
 
 
@@ -75,8 +98,9 @@ def test_a_cache_that_cannot_fit_is_refused_with_a_clear_message():
     with pytest.raises(ServeError, match="Lower MAX_MODEL_LEN or MAX_NUM_SEQS"):
         build_plan(ServeSettings(max_model_len=131072, max_num_seqs=64), MACHINES["gpu-24gb"], ERNIE, "m", SERVER_VENV)
     with pytest.raises(ServeError, match="free memory"):
-        build_plan(ServeSettings(max_model_len=131072, max_num_seqs=16), MACHINES["cpu-2-cores"], ERNIE, "m",
-                   SERVER_VENV)
+        build_plan(
+            ServeSettings(max_model_len=131072, max_num_seqs=16), MACHINES["cpu-2-cores"], ERNIE, "m", SERVER_VENV
+        )
 
 
 def test_vllm_is_niced_below_the_chat_ui_unless_told_otherwise():
@@ -91,7 +115,7 @@ def test_the_running_vllm_and_its_session_are_niced(vllm):
     """The tests start `python -m serving` in a session of its own, as `make run` does."""
     for pid in [vllm.process.pid, *children(vllm.process.pid)]:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        assert int(stat[stat.rindex(")") + 2:].split()[16]) == 10, f"nice of {stat[:60]}"
+        assert int(stat[stat.rindex(")") + 2 :].split()[16]) == 10, f"nice of {stat[:60]}"
     autogroup = Path(f"/proc/{vllm.process.pid}/autogroup")
     if autogroup.exists():  # kernels built without autogroup scheduling have no such file
         assert autogroup.read_text().split()[-1] == "10"
@@ -118,17 +142,31 @@ def test_every_generated_command_is_accepted_by_vllms_parser():
     commands = []
     for machine in MACHINES.values():
         for profile in ("default", "dev"):
-            plan = build_plan(ServeSettings(profile=profile, max_num_batched_tokens=2048,
-                                            vllm_extra_args="--enable-log-requests"),
-                              machine, ERNIE, "/models/ernie", SERVER_VENV)
+            plan = build_plan(
+                ServeSettings(profile=profile, max_num_batched_tokens=2048, vllm_extra_args="--enable-log-requests"),
+                machine,
+                ERNIE,
+                "/models/ernie",
+                SERVER_VENV,
+            )
             args = plan.argv[2:] if plan.argv[1] == "serve" else plan.argv[3:]
             commands.append(args)
-    result = subprocess.run([os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE], input=json.dumps(commands),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE],
+        input=json.dumps(commands),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
     broken = [["--model", "m", "--max-modle-len", "5"]]
-    result = subprocess.run([os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE], input=json.dumps(broken),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE],
+        input=json.dumps(broken),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0 and "unrecognized arguments" in result.stderr
 
 
@@ -136,8 +174,14 @@ def test_serve_plan_works_before_the_server_is_installed(tmp_path):
     env = hermetic_environment()
     for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # a user's make, not a sub-make of `make test`
         env.pop(name, None)
-    result = subprocess.run(["make", "--no-print-directory", "serve-plan", f"SERVER_VENV={tmp_path / 'absent'}"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "serve-plan", f"SERVER_VENV={tmp_path / 'absent'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "is not installed yet (make install-server)" in result.stdout
     assert "--served-model-name baidu/ERNIE-4.5-0.3B-PT" in result.stdout and "Traceback" not in result.stderr

@@ -6,14 +6,20 @@ import re
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent.parent / "app"
-BLOCKING = re.compile(r"(?<![A-Za-z])OpenAI\(|import requests|requests\.(get|post)|time\.sleep\(|urllib\.request|"
-                      r"httpx\.Client\(|subprocess\.run\(")
+BLOCKING = re.compile(
+    r"(?<![A-Za-z])OpenAI\(|import requests|requests\.(get|post)|time\.sleep\(|urllib\.request|"
+    r"httpx\.Client\(|subprocess\.run\("
+)
 
 
 def test_no_blocking_calls_in_the_app():
-    offenders = [f"{path.name}:{number}: {line.strip()}"
-                 for path in APP.glob("*.py") if path.name != "__main__.py"
-                 for number, line in enumerate(path.read_text().splitlines(), 1) if BLOCKING.search(line)]
+    offenders = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in APP.glob("*.py")
+        if path.name != "__main__.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if BLOCKING.search(line)
+    ]
     assert offenders == []
 
 

@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from servers import ROOT, hermetic_environment, marked_processes, wait_http
 
 
@@ -18,9 +17,13 @@ def nested_pytest(test: str, tmp_path: Path, **env: str) -> tuple[subprocess.Pop
     """Run one of the project's own tests in a pytest of its own; its processes carry a mark to find them by."""
     mark = str(uuid.uuid4())
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", test], cwd=ROOT, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env=hermetic_environment(TEST_RUN_MARK=mark, TEST_LOGS=str(tmp_path), **env))
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", test],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=hermetic_environment(TEST_RUN_MARK=mark, TEST_LOGS=str(tmp_path), **env),
+    )
     return process, mark
 
 
@@ -33,8 +36,9 @@ def assert_nothing_left(mark: str, timeout: float = 30) -> None:
 
 def test_a_server_that_fails_to_start_is_stopped(tmp_path):
     """vLLM (in a session of its own) is still loading when its start times out on purpose."""
-    process, mark = nested_pytest("tests/test_app.py::test_greets_in_the_browser_language", tmp_path,
-                                  TEST_SERVER_START_TIMEOUT="3")
+    process, mark = nested_pytest(
+        "tests/test_app.py::test_greets_in_the_browser_language", tmp_path, TEST_SERVER_START_TIMEOUT="3"
+    )
     output, _ = process.communicate(timeout=240)
     assert process.returncode == 1 and "TimeoutError" in output and "did not answer within 3.0 s" in output
     assert_nothing_left(mark)
@@ -47,7 +51,9 @@ def test_an_interrupted_run_stops_its_servers(tmp_path, sig):
     test = "tests/test_reconnect.py::test_an_answer_survives_a_dropped_connection_that_comes_back"
     process, mark = nested_pytest(test, tmp_path)
     deadline = time.monotonic() + 120
-    while not (app := [pid for pid in marked_processes(mark) if b"chainlit" in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+    while not (
+        app := [pid for pid in marked_processes(mark) if b"chainlit" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    ):
         assert time.monotonic() < deadline and process.poll() is None, "the app never started"
         time.sleep(0.1)
     port = Path(f"/proc/{app[0]}/cmdline").read_bytes().split(b"\0--port\0")[1].split(b"\0")[0].decode()

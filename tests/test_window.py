@@ -33,8 +33,11 @@ async def test_a_long_conversation_keeps_going_within_the_window(small_client, s
         assert f"turn {turn}:" in logged["prompt"]
         trimmed = trimmed or "turn 0:" not in logged["prompt"]
     assert trimmed, "old turns were dropped to stay in the window"
-    assert any("earlier turn(s) left out to fit the 256-token window" in (d.get("props") or {}).get("text", "")
-               for e, d in small_client.events if e == "element")
+    assert any(
+        "earlier turn(s) left out to fit the 256-token window" in (d.get("props") or {}).get("text", "")
+        for e, d in small_client.events
+        if e == "element"
+    )
 
 
 async def test_max_tokens_is_clamped_to_what_the_window_leaves(small_client, small_vllm):

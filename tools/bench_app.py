@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import statistics
 import sys
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from chat_client import ChatClient  # noqa: E402
 from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402
 
-CLIENT_CPU = {1} if os.cpu_count() and os.cpu_count() > 1 else None
+CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
 
 
 @dataclass
@@ -47,7 +48,7 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -57,7 +58,9 @@ def process_cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-async def direct_round(base_url: str, api_key: str, model: str, n: int, tokens: int, tag: str, sample: Sample) -> None:
+async def direct_round(
+    base_url: str, api_key: str, model: str, *, n: int, tokens: int, tag: str, sample: Sample
+) -> None:
     client = AsyncOpenAI(base_url=base_url, api_key=api_key or "none", max_retries=0)
 
     async def one(index: int) -> None:
@@ -66,10 +69,17 @@ async def direct_round(base_url: str, api_key: str, model: str, n: int, tokens: 
         count = 0
         try:
             stream = await client.chat.completions.create(
-                model=model, max_tokens=tokens, temperature=0.7, top_p=0.9, stream=True,
+                model=model,
+                max_tokens=tokens,
+                temperature=0.7,
+                top_p=0.9,
+                stream=True,
                 stream_options={"include_usage": True},
-                messages=[{"role": "system", "content": "You are ERNIE."},
-                          {"role": "user", "content": f"{tag} direct {index}: tell me a story"}])
+                messages=[
+                    {"role": "system", "content": "You are ERNIE."},
+                    {"role": "user", "content": f"{tag} direct {index}: tell me a story"},
+                ],
+            )
             async with stream:
                 async for chunk in stream:
                     if chunk.usage:
@@ -84,7 +94,7 @@ async def direct_round(base_url: str, api_key: str, model: str, n: int, tokens: 
             if last is not None and count:
                 sample.stream_rates.append(count / (last - started))
             sample.tokens += count
-        except Exception:  # noqa: BLE001 - a benchmark counts failures, it does not stop on them
+        except Exception:
             sample.errors += 1
 
     started, client_cpu = time.perf_counter(), time.process_time()
@@ -94,13 +104,18 @@ async def direct_round(base_url: str, api_key: str, model: str, n: int, tokens: 
     await client.close()
 
 
-async def app_round(url: str, n: int, tokens: int, tag: str, sample: Sample, app_pid: int | None) -> None:
+async def app_round(url: str, *, n: int, tokens: int, tag: str, sample: Sample, app_pid: int | None) -> None:
     tabs = [ChatClient(url) for _ in range(n)]
     await asyncio.gather(*(tab.connect() for tab in tabs))
     await asyncio.gather(*(tab.greeting() for tab in tabs))
     # The same sampling as the direct path (the app's default repetition penalty would differ).
-    same_sampling = {"max_tokens": tokens, "system_prompt": "You are ERNIE.", "temperature": 0.7, "top_p": 0.9,
-                     "repetition_penalty": 1.0}
+    same_sampling = {
+        "max_tokens": tokens,
+        "system_prompt": "You are ERNIE.",
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "repetition_penalty": 1.0,
+    }
     await asyncio.gather(*(tab.change_settings(same_sampling) for tab in tabs))
     cpu_before = process_cpu_seconds(app_pid) if app_pid else 0.0
 
@@ -114,7 +129,7 @@ async def app_round(url: str, n: int, tokens: int, tag: str, sample: Sample, app
             sample.errors += 1
             return
         # The answer is over when its task_end arrives (ask() itself waits a little longer).
-        ends.append(max(at for (event, _), at in zip(tab.events, tab.arrivals) if event == "task_end"))
+        ends.append(max(at for (event, _), at in zip(tab.events, tab.arrivals, strict=True) if event == "task_end"))
         replies = [tab.replies[m["id"]] for m in produced if m["id"] in tab.replies]
         if not replies or any(m.get("isError") for m in produced):
             sample.errors += 1
@@ -122,7 +137,7 @@ async def app_round(url: str, n: int, tokens: int, tag: str, sample: Sample, app
         reply = replies[-1]
         times = [t for t in reply.event_times]
         sample.ttft.append(times[0] - started)
-        sample.gaps += [b - a for a, b in zip(times, times[1:])]
+        sample.gaps += [b - a for a, b in itertools.pairwise(times)]
         sample.stream_rates.append(tokens / (times[-1] - started))
         sample.tokens += tokens
 
@@ -141,9 +156,15 @@ async def token_count_round_trip(root: str, api_key: str, model: str, times: int
     samples = []
     for index in range(times):
         started = time.perf_counter()
-        await client.post(f"{root}/tokenize", cast_to=object, body={
-            "model": model, "add_generation_prompt": True,
-            "messages": [{"role": "user", "content": f"how many tokens is message {index}?"}]})
+        await client.post(
+            f"{root}/tokenize",
+            cast_to=object,
+            body={
+                "model": model,
+                "add_generation_prompt": True,
+                "messages": [{"role": "user", "content": f"how many tokens is message {index}?"}],
+            },
+        )
         samples.append(time.perf_counter() - started)
     await client.close()
     return statistics.median(samples)
@@ -169,11 +190,14 @@ def table(results: dict[int, dict[str, Sample]], rtt: float) -> str:
                 f"| {n} | {name} | {1000 * pct(sample.ttft, 50):.1f} | {1000 * pct(sample.ttft, 95):.1f} "
                 f"| {1000 * pct(sample.gaps, 50):.1f} | {1000 * pct(sample.gaps, 95):.1f} "
                 f"| {statistics.median(sample.stream_rates) if sample.stream_rates else 0:.1f} | {rate:.1f} "
-                f"| {ratio} | {cpu} | {client} | {busy} | {sample.errors} |")
+                f"| {ratio} | {cpu} | {client} | {busy} | {sample.errors} |"
+            )
     lines.append("")
-    lines.append(f"Token counting (/tokenize) round trip the app adds before each answer: {1000 * rtt:.1f} ms "
-                 "(median of 20). Through the app, a gap is between two socket events, which carry "
-                 "several tokens when they arrive within STREAM_INTERVAL_MS.")
+    lines.append(
+        f"Token counting (/tokenize) round trip the app adds before each answer: {1000 * rtt:.1f} ms "
+        "(median of 20). Through the app, a gap is between two socket events, which carry "
+        "several tokens when they arrive within STREAM_INTERVAL_MS."
+    )
     return "\n".join(lines)
 
 
@@ -207,7 +231,9 @@ async def run(args: argparse.Namespace) -> str:
             port = free_port()
             fake = __import__("subprocess").Popen(
                 [sys.executable, str(ROOT / "tests" / "fake_openai.py"), str(port), str(args.fake_rate)],
-                start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+                start_new_session=True,
+                preexec_fn=lambda: os.sched_setaffinity(0, {0}),
+            )
             base_url, api_key, model = f"http://127.0.0.1:{port}/v1", "", "fake-ernie"
             await asyncio.sleep(1.0)
             server = VllmServer("bench-fake", port=port, api_key="")
@@ -226,8 +252,9 @@ async def run(args: argparse.Namespace) -> str:
             paths = {"direct": Sample(), "app": Sample()}
             for round_index in range(args.rounds):
                 tag = f"N{n} r{round_index} {time.time_ns()}"
-                await direct_round(base_url, api_key, model, n, args.tokens, tag, paths["direct"])
-                await app_round(app.url, n, args.tokens, tag, paths["app"], app.process.pid if app.process else None)
+                await direct_round(base_url, api_key, model, n=n, tokens=args.tokens, tag=tag, sample=paths["direct"])
+                pid = app.process.pid if app.process else None
+                await app_round(app.url, n=n, tokens=args.tokens, tag=tag, sample=paths["app"], app_pid=pid)
             results[n] = paths
             print(f"N={n} done", file=sys.stderr, flush=True)
         report = table(results, rtt)
@@ -250,8 +277,12 @@ def main() -> int:
     parser.add_argument("--sessions", default="1,8,32,64", help="comma-separated concurrency levels")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per N")
-    parser.add_argument("--backend", choices=["tiny", "full", "fake"], default="tiny",
-                        help="tiny test model, full-size random ERNIE-4.5-0.3B, or a paced fake server")
+    parser.add_argument(
+        "--backend",
+        choices=["tiny", "full", "fake"],
+        default="tiny",
+        help="tiny test model, full-size random ERNIE-4.5-0.3B, or a paced fake server",
+    )
     parser.add_argument("--fake-rate", type=float, default=2000.0, help="tokens/s per stream of the fake server")
     parser.add_argument("--interval-ms", type=float, default=30.0, help="the app's STREAM_INTERVAL_MS")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")

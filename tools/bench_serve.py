@@ -16,8 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from openai import AsyncOpenAI
 
@@ -34,19 +34,26 @@ PROMPT_TOKENS = 487
 def memory_bandwidth_gbs() -> float:
     """Copy bandwidth of two processes (one per core), the bound of bs=1 decoding."""
     # The first copy touches fresh pages (page faults, not bandwidth): time the next 20.
-    code = ("import numpy as np, time; a = np.ones(2**27, dtype=np.float32); b = np.empty_like(a); "
-            "np.copyto(b, a); t = time.perf_counter(); [np.copyto(b, a) for _ in range(20)]; "
-            "print(2 * a.nbytes * 20 / (time.perf_counter() - t))")
+    code = (
+        "import numpy as np, time; a = np.ones(2**27, dtype=np.float32); b = np.empty_like(a); "
+        "np.copyto(b, a); t = time.perf_counter(); [np.copyto(b, a) for _ in range(20)]; "
+        "print(2 * a.nbytes * 20 / (time.perf_counter() - t))"
+    )
     python = os.path.join(os.environ.get("SERVER_VENV", ".venv-vllm"), "bin", "python")
-    runs = [subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(os.cpu_count() or 1)]
+    runs = [
+        subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(os.cpu_count() or 1)
+    ]
     return sum(float(p.communicate()[0]) for p in runs) / 1e9
 
 
 def peak_rss_gib(pid: int) -> float:
     """VmHWM of a process tree (the server and its engine/worker children)."""
     total = 0
-    for child in [pid] + [int(c) for c in subprocess.run(["pgrep", "-g", str(pid)], capture_output=True,
-                                                         text=True).stdout.split() if int(c) != pid]:
+    for child in [pid] + [
+        int(c)
+        for c in subprocess.run(["pgrep", "-g", str(pid)], capture_output=True, text=True).stdout.split()
+        if int(c) != pid
+    ]:
         try:
             for line in Path(f"/proc/{child}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
@@ -58,11 +65,15 @@ def peak_rss_gib(pid: int) -> float:
 
 async def prompt_of(client: AsyncOpenAI, model: str, root: str, tag: str, target: int) -> str:
     """A user message whose rendered prompt is about `target` tokens (distinct per tag: no prefix cache hits)."""
+
     def text(words: int) -> str:
         return f"{tag} " + " ".join(["the quick brown fox"] * words)
 
-    count = await client.post(f"{root}/tokenize", cast_to=object, body={
-        "model": model, "messages": [{"role": "user", "content": text(50)}], "add_generation_prompt": True})
+    count = await client.post(
+        f"{root}/tokenize",
+        cast_to=dict[str, Any],
+        body={"model": model, "messages": [{"role": "user", "content": text(50)}], "add_generation_prompt": True},
+    )
     return text(max(1, round(50 * target / int(count["count"]))))
 
 
@@ -72,8 +83,13 @@ async def stream_once(client: AsyncOpenAI, model: str, content: str, tokens: int
     first = None
     count = 0
     stream = await client.chat.completions.create(
-        model=model, max_tokens=tokens, temperature=0.0, stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "user", "content": content}])
+        model=model,
+        max_tokens=tokens,
+        temperature=0.0,
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": content}],
+    )
     async with stream:
         async for chunk in stream:
             if chunk.usage:
@@ -88,8 +104,10 @@ async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
     root = base_url.removesuffix("/v1")
     await stream_once(client, model, "warm-up", 8)
-    singles = [await stream_once(client, model, await prompt_of(client, model, root, f"single {i}", PROMPT_TOKENS),
-                                 tokens) for i in range(3)]
+    singles = [
+        await stream_once(client, model, await prompt_of(client, model, root, f"single {i}", PROMPT_TOKENS), tokens)
+        for i in range(3)
+    ]
     prompts = [await prompt_of(client, model, root, f"multi {i}", PROMPT_TOKENS) for i in range(8)]
     started = time.perf_counter()
     many = await asyncio.gather(*(stream_once(client, model, prompt, tokens) for prompt in prompts))
@@ -102,15 +120,23 @@ async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     }
 
 
-def run_config(name: str, argv: list[str], env: dict[str, str | None], port: int, model: str, tokens: int,
-               nice: int = 0) -> dict:
-    log = open(ROOT / "bench-results" / f"serve-{name}.log", "wb")
+def run_config(
+    name: str, argv: list[str], env: dict[str, str | None], *, port: int, model: str, tokens: int, nice: int = 0
+) -> dict[str, Any]:
+    log = open(ROOT / "bench-results" / f"serve-{name}.log", "wb")  # noqa: SIM115  # kept open while vLLM runs
     started = time.perf_counter()
     merged = {key: value for key, value in {**os.environ, **env}.items() if value is not None}  # None: unset
-    process = subprocess.Popen(argv, env=merged, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True, preexec_fn=lambda: lower_priority(nice))
+    process = subprocess.Popen(
+        argv,
+        env=merged,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: lower_priority(nice),  # noqa: PLW1509  # only a nice value and a /proc write
+    )
     try:
         import urllib.request
+
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"{name}: vLLM exited, see bench-results/serve-{name}.log")
@@ -131,30 +157,45 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(ROOT / ".cache/models/ernie-full-random"))
     parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--configs", default="chosen,defaults",
-                        help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload, one-thread, "
-                             "vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
-                             "nice-0 (vLLM at the client's CPU priority)")
+    parser.add_argument(
+        "--configs",
+        default="chosen,defaults",
+        help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload, one-thread, "
+        "vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
+        "nice-0 (vLLM at the client's CPU priority)",
+    )
     args = parser.parse_args()
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
     (ROOT / "bench-results").mkdir(exist_ok=True)
     shape = ModelShape.from_config(json.loads(Path(args.model, "config.json").read_text()))
     machine = detect(server_venv)
     port = 8199
-    base = ServeSettings(model=args.model, served_model_name="ernie", vllm_port=port, max_model_len=2048,
-                         max_num_seqs=8)
+    base = ServeSettings(
+        model=args.model, served_model_name="ernie", vllm_port=port, max_model_len=2048, max_num_seqs=8
+    )
     python = os.path.join(server_venv, "bin", "python")
-    plain = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model, "--served-model-name",
-             "ernie", "--port", str(port), "--max-model-len", "2048"]
-    variants = {
+    plain = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        args.model,
+        "--served-model-name",
+        "ernie",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+    ]
+    variants: dict[str, tuple[ServeSettings, dict[str, str | None]]] = {
         "chosen": (base, {}),
-        "dev": (replace(base, profile="dev"), {}),
-        "nice-0": (replace(base, vllm_nice=0), {}),
-        "fp32": (replace(base, dtype="float32"), {}),
+        "dev": (base.model_copy(update={"profile": "dev"}), {}),
+        "nice-0": (base.model_copy(update={"vllm_nice": 0}), {}),
+        "fp32": (base.model_copy(update={"dtype": "float32"}), {}),
         "no-preload": (base, {"LD_PRELOAD": ""}),
         "one-thread": (base, {"VLLM_CPU_OMP_THREADS_BIND": "0"}),
         "vllm-threads": (base, {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": None}),
-        **{f"batched-{n}": (replace(base, max_num_batched_tokens=n), {}) for n in (256, 1024, 8192)},
+        **{f"batched-{n}": (base.model_copy(update={"max_num_batched_tokens": n}), {}) for n in (256, 1024, 8192)},
     }
     bandwidth = memory_bandwidth_gbs()
     weights = shape.parameters * 2
@@ -163,24 +204,37 @@ def main() -> int:
     for name in args.configs.split(","):
         try:
             if name == "defaults":
-                rows.append(run_config(name, plain, {}, port, "ernie", args.tokens))
+                rows.append(run_config(name, plain, {}, port=port, model="ernie", tokens=args.tokens))
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
-                rows.append(run_config(name, plan.argv, {**plan.env, **override}, port, "ernie", args.tokens,
-                                       plan.nice))
+                rows.append(
+                    run_config(
+                        name,
+                        plan.argv,
+                        {**plan.env, **override},
+                        port=port,
+                        model="ernie",
+                        tokens=args.tokens,
+                        nice=plan.nice,
+                    )
+                )
         except (RuntimeError, OSError) as error:  # one broken configuration must not lose the others
             print(f"{name} failed: {error}", file=sys.stderr, flush=True)
             continue
         print(f"{name} done: {rows[-1]}", file=sys.stderr, flush=True)
-    lines = [f"Memory bandwidth {bandwidth:.1f} GB/s; bf16 weights {weights / 1e9:.2f} GB → bs=1 bound "
-             f"{bound:.1f} tok/s", "",
-             "| config | start-up s | 1 stream tok/s | % of bound | TTFT ms | 8 streams tok/s | peak RSS GiB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Memory bandwidth {bandwidth:.1f} GB/s; bf16 weights {weights / 1e9:.2f} GB → bs=1 bound {bound:.1f} tok/s",
+        "",
+        "| config | start-up s | 1 stream tok/s | % of bound | TTFT ms | 8 streams tok/s | peak RSS GiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row['config']} | {row['ready_s']:.0f} | {row['single_tps']:.1f} | "
-                     f"{100 * row['single_tps'] / bound:.0f} % | {row['ttft_ms']:.0f} | {row['multi_tps']:.1f} | "
-                     f"{row['rss_gib']:.1f} |")
+        lines.append(
+            f"| {row['config']} | {row['ready_s']:.0f} | {row['single_tps']:.1f} | "
+            f"{100 * row['single_tps'] / bound:.0f} % | {row['ttft_ms']:.0f} | {row['multi_tps']:.1f} | "
+            f"{row['rss_gib']:.1f} |"
+        )
     report = "\n".join(lines)
     (ROOT / "bench-results" / "bench-serve.md").write_text(report + "\n")
     print(report)

@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 # ERNIE-4.5's chat template: optional system line, "User: ...\n", "Assistant: ...<|end_of_sentence|>".
 CHAT_TEMPLATE = (
@@ -34,10 +35,24 @@ SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|begin_of_sentence|>", "<|end_of_sen
 
 # Model shapes. "tiny" keeps head_dim 32, a size vLLM's CPU attention kernel supports.
 SHAPES: dict[str, dict[str, int]] = {
-    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=4096),
-    "full": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=18,
-                 num_attention_heads=16, num_key_value_heads=2, head_dim=128, vocab_size=103424),
+    "tiny": dict(
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        vocab_size=4096,
+    ),
+    "full": dict(
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=18,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        head_dim=128,
+        vocab_size=103424,
+    ),
 }
 
 CORPUS_LINES = [
@@ -58,10 +73,9 @@ CORPUS_LINES = [
 ]
 
 
-def train_tokenizer(vocab_size: int):
+def train_tokenizer(vocab_size: int) -> Any:
     """Train a byte-level BPE tokenizer on a built-in corpus, padded to vocab_size ids."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from tokenizers import AddedToken
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -94,16 +108,26 @@ def build(out: Path, shape: str, seed: int, dtype: str) -> None:
     raw = train_tokenizer(dims["vocab_size"])
     vocab_size = raw.get_vocab_size()
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-        pad_token="<unk>", additional_special_tokens=SPECIAL_TOKENS[3:],
+        tokenizer_object=raw,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<unk>",
+        additional_special_tokens=SPECIAL_TOKENS[3:],
     )
     tokenizer.chat_template = CHAT_TEMPLATE
 
     torch.manual_seed(seed)
     config = Ernie4_5Config(
         **{**dims, "vocab_size": vocab_size},
-        max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
-        tie_word_embeddings=True, use_bias=False, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        use_bias=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
         torch_dtype=dtype,
     )
     model = Ernie4_5ForCausalLM(config)
@@ -117,8 +141,9 @@ def build(out: Path, shape: str, seed: int, dtype: str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": 1, "eos_token_id": [2, 4], "pad_token_id": 0}, indent=2))
+    (tmp / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 1, "eos_token_id": [2, 4], "pad_token_id": 0}, indent=2)
+    )
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -36,7 +37,12 @@ def die_with_parent() -> None:
 
 def start(module: str) -> subprocess.Popen[bytes]:
     """`python -m module` in a session of its own (a terminal's signals reach only `make run`)."""
-    return subprocess.Popen([sys.executable, "-m", module], start_new_session=True, preexec_fn=die_with_parent)
+    # No threads run in `make run`, and the child makes one prctl call before exec.
+    return subprocess.Popen(
+        [sys.executable, "-m", module],
+        start_new_session=True,
+        preexec_fn=die_with_parent,  # noqa: PLW1509
+    )
 
 
 def wait_for_models(url: str, api_key: str, server: subprocess.Popen[bytes], timeout: float) -> bool:
@@ -63,10 +69,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    try:  # what the leader left behind in its group (vLLM's engine process)
+    with contextlib.suppress(ProcessLookupError):  # what the leader left in its group (vLLM's engine)
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
@@ -74,8 +78,11 @@ def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
     while True:
         for name, process in processes.items():
             if process.poll() is not None:
-                print(f"make run: {name} exited with code {process.returncode}; stopping the rest.",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"make run: {name} exited with code {process.returncode}; stopping the rest.",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return 1
         time.sleep(0.5)
 
