@@ -15,6 +15,7 @@ from openai import AsyncAPIResponse, AsyncOpenAI
 
 from app.config import Settings
 from app.errors import ChatError, Problem
+from app.token_bound import TemplateCost, learn_template_cost
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,8 @@ class Backend:
             max_retries=0,
         )
         self._model: ModelInfo | None = None
+        self._template: TemplateCost | None = None
+        self._template_learned = False
 
     async def model(self) -> ModelInfo:
         """The served model (configured name or the first one listed), cached once found."""
@@ -155,16 +158,42 @@ class Backend:
     def forget_model(self) -> None:
         """Drop the cached model, e.g. after vLLM went away (it may come back with another)."""
         self._model = None
+        self._template, self._template_learned = None, False
 
     async def count_prompt_tokens(self, messages: list[Message]) -> int:
         """Tokens of the chat prompt as vLLM renders it (chat template included)."""
+        return int((await self._tokenize(messages))["count"])
+
+    async def prompt_bound(self, messages: list[Message]) -> int | None:
+        """An upper bound on the prompt's tokens, without a request once the model's template is known."""
+        if not self._template_learned:
+            try:
+                self._template = await learn_template_cost(self._probe_cost)
+            except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
+                log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
+                self._template = None
+            self._template_learned = True
+        return self._template.prompt_bound(messages) if self._template else None
+
+    async def _probe_cost(self, messages: list[Message]) -> int:
+        """Tokens of a rendered prompt plus the bytes of its text (see app.token_bound)."""
+        ids = [int(token) for token in (await self._tokenize(messages))["tokens"]]
+        text = await self._post("/detokenize", {"tokens": ids})
+        return len(ids) + len(str(text["prompt"]).encode())
+
+    async def _tokenize(self, messages: list[Message]) -> dict[str, Any]:
+        return await self._post("/tokenize", {"messages": messages, "add_generation_prompt": True})
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A request to one of vLLM's own endpoints for the served model."""
         model = await self.model()
-        body = {"model": model.name, "messages": messages, "add_generation_prompt": True}
         try:
-            result = await self._client.post(f"{self.server}/tokenize", body=body, cast_to=dict[str, Any])
+            result: dict[str, Any] = await self._client.post(
+                f"{self.server}{path}", body={"model": model.name, **body}, cast_to=dict[str, Any]
+            )
         except openai.OpenAIError as exc:
             raise self._failed(exc) from exc
-        return int(result["count"])
+        return result
 
     @asynccontextmanager
     async def stream_chat(self, messages: list[Message], sampling: Sampling) -> AsyncIterator[ChatStream]:

@@ -10,6 +10,7 @@ from app.errors import ChatError, Problem
 
 Message = dict[str, str]
 TokenCounter = Callable[[list[Message]], Awaitable[int]]
+TokenBound = Callable[[list[Message]], Awaitable[int | None]]
 
 # A reply shorter than this is not worth sending a request for.
 MIN_REPLY_TOKENS = 16
@@ -80,16 +81,17 @@ async def plan_request(
     max_tokens: int,
     window: int,
     count: TokenCounter,
+    bound: TokenBound | None = None,
 ) -> Plan:
-    """Drop the oldest turns until prompt + max_tokens fits the window; clamp max_tokens if needed."""
-    if window <= 0:
-        return Plan(
-            messages=conversation.messages(system_prompt, user_text),
-            max_tokens=max_tokens,
-            prompt_tokens=None,
-            dropped_turns=0,
-        )
+    """Drop the oldest turns until prompt + max_tokens fits the window; clamp max_tokens if needed.
+
+    `count` is exact and costs a request; `bound`, an upper bound, spares it whenever the whole
+    conversation surely fits (prompt_tokens is then None).
+    """
     full = conversation.messages(system_prompt, user_text)
+    at_most = await bound(full) if bound is not None and window > 0 else None
+    if window <= 0 or (at_most is not None and at_most + max_tokens <= window):
+        return Plan(messages=full, max_tokens=max_tokens, prompt_tokens=None, dropped_turns=0)
     tokens = await count(full)
     if tokens + max_tokens <= window:
         return Plan(messages=full, max_tokens=max_tokens, prompt_tokens=tokens, dropped_turns=0)

@@ -228,6 +228,7 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
             max_tokens=prefs.max_tokens,
             window=model.max_model_len,
             count=backend.count_prompt_tokens,
+            bound=backend.prompt_bound,
         )
     except ChatError as error:
         if error.problem is not Problem.MESSAGE_TOO_LONG:

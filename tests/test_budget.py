@@ -101,3 +101,53 @@ def test_single_message_budget(window, max_tokens, expected):
     )
     prompt = count_tokens([{"role": "user", "content": words(5)}])
     assert plan.max_tokens == (expected or window - prompt)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    turns=conversations,
+    new=st.integers(0, 80),
+    max_tokens=st.integers(1, 300),
+    window=st.integers(16, 400),
+    slack=st.integers(0, 50),
+)
+def test_a_bound_that_proves_the_fit_spares_the_count_and_changes_nothing(turns, new, max_tokens, window, slack):
+    conversation = Conversation([Turn(words(u), words(a)) for u, a in turns])
+    counted: list[int] = []
+
+    async def counting(messages):
+        counted.append(1)
+        return count_tokens(messages)
+
+    async def upper_bound(messages):
+        return count_tokens(messages) + slack
+
+    def plan(bound):
+        return asyncio.run(
+            plan_request(
+                conversation,
+                system_prompt="sys",
+                user_text=words(new),
+                max_tokens=max_tokens,
+                window=window,
+                count=counting,
+                bound=bound,
+            )
+        )
+
+    try:
+        exact = plan(None)
+    except ChatError:
+        with pytest.raises(ChatError):
+            plan(upper_bound)
+        return
+    counted.clear()
+    bounded = plan(upper_bound)
+    assert (bounded.messages, bounded.max_tokens, bounded.dropped_turns) == (
+        exact.messages,
+        exact.max_tokens,
+        exact.dropped_turns,
+    )
+    full = conversation.messages("sys", words(new))
+    proven = count_tokens(full) + slack + max_tokens <= window
+    assert (counted == []) == proven and (bounded.prompt_tokens is None) == proven
