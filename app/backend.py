@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -136,6 +137,7 @@ class Backend:
         self._model: ModelInfo | None = None
         self._template: TemplateCost | None = None
         self._template_learned = False
+        self._learning = asyncio.Lock()  # many sessions' first messages arrive together
 
     async def model(self) -> ModelInfo:
         """The served model (configured name or the first one listed), cached once found."""
@@ -166,13 +168,14 @@ class Backend:
 
     async def prompt_bound(self, messages: list[Message]) -> int | None:
         """An upper bound on the prompt's tokens, without a request once the model's template is known."""
-        if not self._template_learned:
-            try:
-                self._template = await learn_template_cost(self._probe_cost)
-            except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
-                log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
-                self._template = None
-            self._template_learned = True
+        async with self._learning:
+            if not self._template_learned:
+                try:
+                    self._template = await learn_template_cost(self._probe_cost)
+                except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
+                    log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
+                    self._template = None
+                self._template_learned = True
         return self._template.prompt_bound(messages) if self._template else None
 
     async def _probe_cost(self, messages: list[Message]) -> int:
