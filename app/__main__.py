@@ -6,17 +6,12 @@ import os
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from app.config import explain, get_settings
+from app.config import get_settings, load_or_explain
 
 
 def main() -> int:
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        for line in explain(exc):
-            print(f"make chat: {line}", file=sys.stderr)
+    settings = load_or_explain(get_settings, "make chat")
+    if settings is None:
         return 2
     chainlit = Path(sys.executable).with_name("chainlit")
     main_py = Path(__file__).with_name("main.py")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -33,11 +35,24 @@ class EnvSettings(BaseSettings):
         return value
 
 
+SettingsT = TypeVar("SettingsT", bound=EnvSettings)
+
+
 def dotenv_file() -> Path | None:
     """The project's .env, unless python-dotenv's PYTHON_DOTENV_DISABLED turns .env files off (the tests do)."""
     if os.environ.get("PYTHON_DOTENV_DISABLED", "").casefold() in {"1", "true", "t", "yes", "y"}:
         return None
     return ROOT / ".env"
+
+
+def load_or_explain(load: Callable[[], SettingsT], program: str) -> SettingsT | None:
+    """The settings, or None after printing one line per bad variable, naming the program."""
+    try:
+        return load()
+    except ValidationError as exc:
+        for line in explain(exc):
+            print(f"{program}: {line}", file=sys.stderr)
+        return None
 
 
 def explain(error: ValidationError) -> list[str]:

@@ -9,9 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from app.config import dotenv_file, explain
+from app.config import dotenv_file, load_or_explain
 from serving.machine import detect
 from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
 from serving.priority import lower_priority
@@ -52,11 +50,8 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     args = parser.parse_args()
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
-    try:
-        settings = ServeSettings(_env_file=dotenv_file())
-    except ValidationError as exc:
-        for line in explain(exc):
-            print(f"make serve: {line}", file=sys.stderr)
+    settings = load_or_explain(lambda: ServeSettings(_env_file=dotenv_file()), "make serve")
+    if settings is None:
         return 2
     try:
         try:

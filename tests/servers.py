@@ -256,7 +256,15 @@ class VllmServer:
 
     def count_tokens(self, prompt: str) -> int:
         """Tokens of an already rendered prompt."""
-        body = json.dumps({"model": "ernie-tiny", "prompt": prompt, "add_special_tokens": False}).encode()
+        return self.tokenize({"prompt": prompt, "add_special_tokens": False})
+
+    def count_chat_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of a chat prompt as vLLM renders it, exactly."""
+        return self.tokenize({"messages": messages, "add_generation_prompt": True})
+
+    def tokenize(self, request_body: dict[str, object]) -> int:
+        """vLLM's /tokenize count for a request body."""
+        body = json.dumps({"model": "ernie-tiny", **request_body}).encode()
         request = urllib.request.Request(
             self.root + "/tokenize",
             data=body,

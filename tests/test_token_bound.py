@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 
 import pytest
 from chat_client import ChatClient
@@ -59,17 +57,6 @@ def learned(vllm) -> TemplateCost:
     return cost
 
 
-def exact_count(vllm, messages: list[dict[str, str]]) -> int:
-    body = json.dumps({"model": "ernie-tiny", "messages": messages, "add_generation_prompt": True}).encode()
-    request = urllib.request.Request(
-        vllm.root + "/tokenize",
-        data=body,
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {vllm.api_key}"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return int(json.loads(reply.read())["count"])
-
-
 @pytest.mark.vllm
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(system=st.one_of(st.none(), texts), turns=st.lists(st.tuples(texts, texts), max_size=4), new=texts)
@@ -80,7 +67,7 @@ def test_the_bound_is_never_below_vllms_count(vllm, learned, system, turns, new)
     for user, assistant in turns:
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
     messages.append({"role": "user", "content": new})
-    assert exact_count(vllm, messages) <= learned.prompt_bound(messages)
+    assert vllm.count_chat_tokens(messages) <= learned.prompt_bound(messages)
 
 
 @pytest.mark.app

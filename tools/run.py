@@ -13,9 +13,7 @@ import urllib.error
 import urllib.request
 from types import FrameType
 
-from pydantic import ValidationError
-
-from app.config import explain, get_settings
+from app.config import get_settings, load_or_explain
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
@@ -88,11 +86,8 @@ def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
 
 
 def main() -> int:
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        for line in explain(exc):
-            print(f"make run: {line}", file=sys.stderr)
+    settings = load_or_explain(get_settings, "make run")
+    if settings is None:
         return 2
     for sig in STOP_SIGNALS:
         signal.signal(sig, request_stop)
