@@ -34,6 +34,7 @@ class ChatClient:
     language: str = "en-US"
     headers: dict[str, str] = field(default_factory=dict)  # e.g. the Origin a browser would send
     transports: tuple[str, ...] = ("websocket",)  # the page starts with ("polling", "websocket")
+    deflate: bool = False  # ask for permessage-deflate, as Chromium does
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     replies: dict[str, Reply] = field(default_factory=dict)
@@ -45,7 +46,8 @@ class ChatClient:
         self.sio = self._new_socket()
 
     def _new_socket(self) -> socketio.AsyncClient:
-        sio = socketio.AsyncClient(reconnection=False)
+        compress = {"compress": 15} if self.deflate else {}  # aiohttp's ws_connect: permessage-deflate
+        sio = socketio.AsyncClient(reconnection=False, websocket_extra_options=compress)
         sio.on("*", self._on_event)
         return sio
 

@@ -104,8 +104,10 @@ async def direct_round(
     await client.close()
 
 
-async def app_round(url: str, *, n: int, tokens: int, tag: str, sample: Sample, app_pid: int | None) -> None:
-    tabs = [ChatClient(url) for _ in range(n)]
+async def app_round(
+    url: str, *, n: int, tokens: int, tag: str, sample: Sample, app_pid: int | None, deflate: bool
+) -> None:
+    tabs = [ChatClient(url, deflate=deflate) for _ in range(n)]
     await asyncio.gather(*(tab.connect() for tab in tabs))
     await asyncio.gather(*(tab.greeting() for tab in tabs))
     # The same sampling as the direct path (the app's default repetition penalty would differ).
@@ -254,7 +256,9 @@ async def run(args: argparse.Namespace) -> str:
                 tag = f"N{n} r{round_index} {time.time_ns()}"
                 await direct_round(base_url, api_key, model, n=n, tokens=args.tokens, tag=tag, sample=paths["direct"])
                 pid = app.process.pid if app.process else None
-                await app_round(app.url, n=n, tokens=args.tokens, tag=tag, sample=paths["app"], app_pid=pid)
+                await app_round(
+                    app.url, n=n, tokens=args.tokens, tag=tag, sample=paths["app"], app_pid=pid, deflate=args.deflate
+                )
             results[n] = paths
             print(f"N={n} done", file=sys.stderr, flush=True)
         report = table(results, rtt)
@@ -287,6 +291,9 @@ def main() -> int:
     parser.add_argument("--interval-ms", type=float, default=30.0, help="the app's STREAM_INTERVAL_MS")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--deflate", action="store_true", help="the app's clients ask for permessage-deflate, as Chromium does"
+    )
     args = parser.parse_args()
     args.sessions = [int(n) for n in args.sessions.split(",")]
     print(asyncio.run(run(args)))
