@@ -309,8 +309,9 @@ async def on_stop() -> None:
     """The stop button: end the answer being streamed (closing its request in vLLM)."""
     chat = current()
     # Chainlit cancels its current task itself; a refused message may have replaced it.
-    if chat is not None and chat.generating and chat.generation is not cl.context.session.current_task:
-        chat.generation.cancel()  # type: ignore[union-attr]
+    generation = chat.generation if chat is not None else None
+    if generation is not None and not generation.done() and generation is not cl.context.session.current_task:
+        generation.cancel()
 
 
 chainlit_connection_successful = sio.handlers["/"]["connection_successful"]

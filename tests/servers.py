@@ -53,7 +53,7 @@ def launch(argv: list[str], env: dict[str, str], log: IO[bytes], cpus: set[int] 
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=pin(cpus),  # noqa: PLW1509
+        preexec_fn=pin(cpus),  # noqa: PLW1509  # see the comment above
     )
     STARTED.append(process)
     return process

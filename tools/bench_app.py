@@ -23,8 +23,8 @@ from openai import AsyncOpenAI
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from chat_client import ChatClient  # noqa: E402
-from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402
+from chat_client import ChatClient  # noqa: E402  # after the sys.path line above
+from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402  # after the sys.path line above
 
 CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
 

@@ -24,9 +24,9 @@ from openai import AsyncOpenAI
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serving.machine import detect  # noqa: E402
-from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402
-from serving.priority import lower_priority  # noqa: E402
+from serving.machine import detect  # noqa: E402  # after the sys.path line above
+from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402  # after the sys.path line above
+from serving.priority import lower_priority  # noqa: E402  # after the sys.path line above
 
 PROMPT_TOKENS = 487
 

@@ -39,7 +39,7 @@ def start(module: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", module],
         start_new_session=True,
-        preexec_fn=die_with_parent,  # noqa: PLW1509
+        preexec_fn=die_with_parent,  # noqa: PLW1509  # see the comment above
     )
 
 
