@@ -168,14 +168,15 @@ class Backend:
 
     async def prompt_bound(self, messages: list[Message]) -> int | None:
         """An upper bound on the prompt's tokens, without a request once the model's template is known."""
-        async with self._learning:
-            if not self._template_learned:
-                try:
-                    self._template = await learn_template_cost(self._probe_cost)
-                except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
-                    log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
-                    self._template = None
-                self._template_learned = True
+        if not self._template_learned:  # no lock per message once it is known
+            async with self._learning:
+                if not self._template_learned:
+                    try:
+                        self._template = await learn_template_cost(self._probe_cost)
+                    except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
+                        log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
+                        self._template = None
+                    self._template_learned = True
         return self._template.prompt_bound(messages) if self._template else None
 
     async def _probe_cost(self, messages: list[Message]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from collections.abc import Callable
@@ -36,6 +37,15 @@ class EnvSettings(BaseSettings):
 
 
 SettingsT = TypeVar("SettingsT", bound=EnvSettings)
+
+
+def listens_on_one_other_address(host: str) -> bool:
+    """True for a specific address or name other than loopback (not one meaning every interface)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return host not in ("", "localhost")
+    return not (address.is_loopback or address.is_unspecified)
 
 
 def dotenv_file() -> Path | None:
@@ -125,7 +135,7 @@ class Settings(EnvSettings):
         if self.allowed_origins.strip():
             return tuple(origin.strip() for origin in self.allowed_origins.split(",") if origin.strip())
         hosts = ["localhost", "127.0.0.1", "[::1]"]
-        if self.chat_host not in (*LOOPBACK_HOSTS, "0.0.0.0", "::", ""):
+        if listens_on_one_other_address(self.chat_host):
             hosts.append(f"[{self.chat_host}]" if ":" in self.chat_host else self.chat_host)
         return tuple(f"http://{host}:{self.chat_port}" for host in hosts)
 

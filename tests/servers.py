@@ -38,6 +38,14 @@ def hermetic_environment(**settings: str) -> dict[str, str]:
     return {**inherited, "PYTHON_DOTENV_DISABLED": "1", **settings}
 
 
+def user_make_environment(**settings: str) -> dict[str, str]:
+    """hermetic_environment for a `make` the user would type, not a sub-make of `make test`."""
+    env = hermetic_environment(**settings)
+    for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
+        env.pop(name, None)
+    return env
+
+
 def pin(cpus: set[int] | None) -> Callable[[], None] | None:
     """A preexec_fn that restricts the child to these CPUs (None: no restriction)."""
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None

@@ -73,6 +73,9 @@ def test_allowed_origins_setting(environment):
 def test_a_listening_address_of_its_own_is_an_allowed_origin(environment):
     environment(CHAT_HOST="192.168.7.7", CHAT_PORT="8080")
     assert "http://192.168.7.7:8080" in Settings().origins
+    for every_interface in ("0.0.0.0", "::"):  # not an address a browser uses: nothing added
+        environment(CHAT_HOST=every_interface)
+        assert len(Settings().origins) == 3
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from servers import LOGS, ROOT, free_port, hermetic_environment, marked_processes, port_is_free, wait_http
+from servers import LOGS, ROOT, free_port, marked_processes, port_is_free, user_make_environment, wait_http
 
 pytestmark = pytest.mark.vllm
 
@@ -49,7 +49,7 @@ class MakeRun:
 @pytest.fixture
 def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
     mark, vllm_port, chat_port = str(uuid.uuid4()), free_port(), free_port()
-    env = hermetic_environment(
+    env = user_make_environment(
         MODEL=os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
         SERVED_MODEL_NAME="ernie-tiny",
         PROFILE="dev",
@@ -59,8 +59,6 @@ def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
         TEST_RUN_MARK=mark,
         VLLM_CPU_OMP_THREADS_BIND="0",
     )
-    for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # this make is the user's, not a sub-make of `make test`
-        env.pop(name, None)
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / f"make-run-{request.node.callspec.id}.log"
     with open(log_path, "wb") as log:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from servers import hermetic_environment
+from servers import user_make_environment
 
 from serving.machine import Gpu, Machine
 from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
@@ -171,9 +171,7 @@ def test_every_generated_command_is_accepted_by_vllms_parser():
 
 
 def test_serve_plan_works_before_the_server_is_installed(tmp_path):
-    env = hermetic_environment()
-    for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # a user's make, not a sub-make of `make test`
-        env.pop(name, None)
+    env = user_make_environment()
     result = subprocess.run(
         ["make", "--no-print-directory", "serve-plan", f"SERVER_VENV={tmp_path / 'absent'}"],
         cwd=ROOT,
