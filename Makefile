@@ -16,6 +16,8 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 TINY_MODEL ?= .cache/models/ernie-tiny
 FULL_MODEL ?= .cache/models/ernie-full-random
 PYTEST_ARGS ?=
+# The user make user-add / user-remove act on.
+NAME ?=
 BENCH_ARGS ?=
 BENCH_SERVE_ARGS ?=
 
@@ -90,9 +92,22 @@ chat: install-app ## Start the chat UI (default http://localhost:7860)
 run: install ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both
 	SERVER_VENV=$(SERVER_VENV) $(APP_PY) tools/run.py
 
+.PHONY: user-add
+user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice; asks for it)
+	$(APP_PY) -m app.users add "$(NAME)"
+
+.PHONY: user-remove
+user-remove: install-app ## Remove a user and all their chats (NAME=alice)
+	$(APP_PY) -m app.users remove "$(NAME)"
+
+.PHONY: users
+users: install-app ## List the users who can log in
+	$(APP_PY) -m app.users list
+
 .PHONY: test-deps
-test-deps: install tiny-model ## Install everything the tests need (incl. Debian's chromium)
+test-deps: install tiny-model ## Install everything the tests need (Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
+	bash tools/install_services.sh
 
 .PHONY: lint
 lint: install-app ## Check style (ruff lint + format) and types (mypy: strict for the code, relaxed for test functions)

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from app.accounts import HistoryUnreachable, LoginRequired, startup_login
 from app.config import get_settings, load_or_explain
 
 
@@ -13,9 +14,14 @@ def main() -> int:
     settings = load_or_explain(get_settings, "make chat")
     if settings is None:
         return 2
+    try:
+        login = startup_login(settings)
+    except (HistoryUnreachable, LoginRequired) as problem:
+        print(f"make chat: {problem}", file=sys.stderr)
+        return 2
     chainlit = Path(sys.executable).with_name("chainlit")
     main_py = Path(__file__).with_name("main.py")
-    print(f"Chat UI: http://localhost:{settings.chat_port}", flush=True)
+    print(f"Chat UI: http://localhost:{settings.chat_port} (login: {login})", flush=True)
     # Chainlit reads .chainlit/ and chainlit*.md from the working directory: the project root.
     os.chdir(main_py.parent.parent)
     # Measured cheaper per streamed token than uvicorn's pure-Python wsproto (README, Benchmarks);

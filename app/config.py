@@ -98,9 +98,18 @@ class Settings(EnvSettings):
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
     chat_host: str = Field("127.0.0.1", description="address the chat UI listens on")
     chat_port: int = Field(7860, ge=1, le=65535, description="Chainlit's own 8000 is vLLM's")
+    history: bool = Field(True, description="keep chats (sidebar, resume, export) and know who is who")
+    data_dir: Path = Field(ROOT / "data", description="the SQLite history and the login secret")
+    database_url: str = Field("", description="SQLite or PostgreSQL URL of the history; empty: DATA_DIR/chat.db")
     allowed_origins: str = Field(
         "", description="web origins that may use the chat, comma-separated; empty: the chat's own address; *: any"
     )
+
+    @field_validator("data_dir")
+    @classmethod
+    def _from_project_root(cls, value: Path) -> Path:
+        """A relative folder is the project's, wherever the app was started from."""
+        return value if value.is_absolute() else ROOT / value
 
     @field_validator("allowed_origins")
     @classmethod

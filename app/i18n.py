@@ -16,6 +16,13 @@ TEXT: dict[str, dict[str, str]] = {
         "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
         "stopped": "stopped",
         "regenerate": "Regenerate",
+        "export_markdown": "Export Markdown",
+        "export_json": "Export JSON",
+        "export_ready": "This chat as {kind}:",
+        "export_empty": "Nothing to export yet: this chat is saved from its first answer on.",
+        "history_unavailable": "This chat could not be saved to the history just now (the app's log says why). "
+        "You can go on chatting; what is said meanwhile may be missing after a reload.",
+        "you": "You",
         "stats": "first token {ttft} · {tokens} tokens · {rate} tok/s",
         "label_temperature": "Temperature",
         "label_top_p": "Top P",
@@ -54,6 +61,14 @@ TEXT: dict[str, dict[str, str]] = {
         "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",
         "stopped": "已停止",
         "regenerate": "重新生成",
+        "export_markdown": "导出 Markdown",
+        "export_json": "导出 JSON",
+        "export_ready": "本次对话的 {kind} 文件：",
+        "export_empty": "暂无可导出的内容：对话从第一条回答起才会保存。",
+        "history_unavailable": (
+            "本次对话暂时无法保存到历史记录（原因见应用日志）。你可以继续聊天；期间的内容在刷新后可能缺失。"
+        ),
+        "you": "你",
         "stats": "首个 token {ttft} · {tokens} 个 token · {rate} token/秒",
         "label_temperature": "温度",
         "label_top_p": "Top P",

@@ -4,34 +4,55 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import time
 from typing import Any
 
 import chainlit as cl
+from chainlit.chat_context import chat_context
+from chainlit.config import config
 from chainlit.context import init_ws_context
 from chainlit.input_widget import Slider, TextInput
 from chainlit.server import app as server
 from chainlit.server import sio
 from chainlit.session import WebsocketSession
+from chainlit.types import ThreadDict
 
 from app.backend import Backend, Sampling
 from app.coalesce import Coalescer
 from app.config import get_settings
 from app.conversation import Ending, Turn, plan_request
 from app.errors import ChatError, Problem
+from app.history import start
 from app.i18n import STARTERS, error_text, language_of, text
 from app.origins import lock
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
 from app.stats import AnswerStats
+from app.transcript import (
+    NOT_SENT,
+    Answer,
+    conversation_of,
+    export_json,
+    export_markdown,
+    last_answer_id,
+    preferences_of,
+)
 
 settings = get_settings()
 backend = Backend(settings)
 lock(server, sio, settings.origins, settings.hosts)
+history = start(settings, server, notice=lambda: text(session_language(), "history_unavailable"))
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+
+def session_language() -> str:
+    """'zh' or 'en': the setting, else the browser's."""
+    session = cl.context.session
+    return language_of(settings.language or (session.language if isinstance(session, WebsocketSession) else None))
 
 
 def current() -> ChatSession | None:
@@ -78,9 +99,12 @@ def settings_panel(chat: ChatSession) -> cl.ChatSettings:
     )
 
 
-async def say_error(chat: ChatSession, error: ChatError) -> None:
-    """Show an error in the session's language."""
-    await cl.ErrorMessage(content=error_text(chat.lang, error)).send()
+async def say_error(chat: ChatSession, error: ChatError, record: Answer | None = None) -> None:
+    """Show an error in the session's language; `record`: the turn it ends, kept with it in the history."""
+    message = cl.ErrorMessage(content=error_text(chat.lang, error))
+    if record is not None:
+        message.metadata = record.as_metadata()
+    await message.send()
 
 
 def greeting(chat: ChatSession, model: str) -> str:
@@ -106,8 +130,7 @@ async def watch_readiness(chat: ChatSession, notice: cl.Message) -> None:
 @cl.on_chat_start
 async def on_chat_start() -> None:
     """Set up the session, show the settings and greet (or say what we wait for)."""
-    session = cl.context.session
-    lang = language_of(settings.language or (session.language if isinstance(session, WebsocketSession) else None))
+    lang = session_language()
     chat = ChatSession(preferences=Preferences.defaults(settings), lang=lang)
     cl.user_session.set("chat", chat)
     await settings_panel(chat).send()
@@ -120,6 +143,20 @@ async def on_chat_start() -> None:
         chat.readiness = asyncio.create_task(watch_readiness(chat, notice))
         return
     await cl.Message(content=greeting(chat, model.name), actions=starter_actions(chat)).send()
+
+
+@cl.on_chat_resume
+async def on_chat_resume(thread: ThreadDict) -> None:
+    """A past chat opened from the sidebar: what the model sees next, and that chat's own settings."""
+    defaults = Preferences.defaults(settings)
+    chat = ChatSession(
+        preferences=preferences_of(thread.get("metadata"), defaults, settings.max_tokens_limit),
+        lang=session_language(),
+        conversation=conversation_of(thread["steps"]),
+        resumed_answer=last_answer_id(thread["steps"]),
+    )
+    cl.user_session.set("chat", chat)
+    await settings_panel(chat).send()
 
 
 def starter_actions(chat: ChatSession) -> list[cl.Action]:
@@ -143,6 +180,7 @@ async def on_settings_change(sid: str, changes: Any) -> dict[str, list[str]]:
         return {"rejected": ["the chat has not started yet"]}
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
     cl.context.session.chat_settings = chat.preferences.model_dump()
+    await history.save_preferences(chat.preferences.model_dump())
     if rejected:
         await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
         await settings_panel(chat).send()
@@ -207,9 +245,11 @@ async def on_regenerate(action: cl.Action) -> None:
     if chat is None or await refused_while_busy(chat) or not chat.conversation.turns:
         return
     last = chat.conversation.turns[-1]
-    if chat.last_reply is not None:
-        await chat.last_reply.remove()
-        chat.last_reply = None
+    if chat.last_answer_id is not None:
+        shown = [message for message in chat_context.get() if message.id == chat.last_answer_id]
+        for message in shown or [cl.Message(content="", id=chat.last_answer_id)]:  # none: a resumed answer
+            await message.remove()
+        chat.last_answer_id = None
     take_turn_in_background(chat, last.user, last.message_id)
 
 
@@ -231,9 +271,10 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
             bound=backend.prompt_bound,
         )
     except ChatError as error:
-        if error.problem is not Problem.MESSAGE_TOO_LONG:
+        sent = error.problem is not Problem.MESSAGE_TOO_LONG
+        if sent:
             chat.conversation.add(Turn(user_text, "", Ending.FAILED, message_id))
-        await say_error(chat, error)
+        await say_error(chat, error, Answer(message_id, Ending.FAILED if sent else NOT_SENT))
         return
 
     sampling = Sampling(
@@ -272,11 +313,13 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         stopped=ending is Ending.STOPPED,
     )
     reply.elements = [stats_element(stats.describe(chat.lang))]  # type: ignore[list-item]  # Chainlit's type is narrower than what it sends
+    record = Answer(message_id, ending, model.name, dataclasses.asdict(stats))
     if reply.content or failure is None:
-        await offer_regenerate(chat, reply)
+        reply.metadata = record.as_metadata()
         await reply.send()
+        await offer_actions(chat, reply.id)
     if failure is not None:
-        await say_error(chat, failure)
+        await say_error(chat, failure, None if reply.content else record)
 
 
 def stats_element(line: str) -> cl.CustomElement:
@@ -287,21 +330,50 @@ def stats_element(line: str) -> cl.CustomElement:
     return cl.CustomElement(name="AnswerStats", props=props, display="inline", url=url)
 
 
-async def offer_regenerate(chat: ChatSession, reply: cl.Message) -> None:
-    """Put the regenerate button on the newest answer only."""
-    if chat.last_reply is not None:
-        for action in chat.last_reply.actions:
-            await action.remove()
-    reply.actions = [
-        cl.Action(
-            name="regenerate",
-            payload={},
-            label=text(chat.lang, "regenerate"),
-            icon="refresh-cw",
-            tooltip=text(chat.lang, "regenerate"),
-        )
+async def offer_actions(chat: ChatSession, answer_id: str) -> None:
+    """Regenerate (and export, with history) on the newest answer only."""
+    for action in chat.answer_actions:
+        await action.remove()
+    names = ["regenerate", *(["export_markdown", "export_json"] if history.store is not None else [])]
+    icons = {"regenerate": "refresh-cw", "export_markdown": "file-text", "export_json": "file-json"}
+    chat.answer_actions = [
+        cl.Action(name=name, payload={}, label=text(chat.lang, name), icon=icons[name], tooltip=text(chat.lang, name))
+        for name in names
     ]
-    chat.last_reply = reply
+    for action in chat.answer_actions:
+        await action.send(for_id=answer_id)
+    chat.last_answer_id = answer_id
+
+
+@cl.action_callback("export_markdown")
+async def on_export_markdown(_action: cl.Action) -> None:
+    """This chat as a Markdown file to download."""
+    await send_export("Markdown")
+
+
+@cl.action_callback("export_json")
+async def on_export_json(_action: cl.Action) -> None:
+    """This chat as a JSON file to download."""
+    await send_export("JSON")
+
+
+async def send_export(kind: str) -> None:
+    """Offer the stored chat as a file, in a message that is itself not kept."""
+    chat, thread = current(), await history.thread()
+    if chat is None:
+        return
+    if thread is None:
+        await cl.context.emitter.send_step(cl.Message(content=text(chat.lang, "export_empty")).to_dict())
+        return
+    if kind == "JSON":
+        name, content, mime = "chat.json", export_json(thread, chat.preferences), "application/json"
+    else:
+        names = {"user": text(chat.lang, "you"), "assistant": config.ui.name}
+        name, content, mime = "chat.md", export_markdown(thread, chat.preferences, names), "text/markdown"
+    message = cl.Message(content=text(chat.lang, "export_ready", kind=kind))
+    await cl.context.emitter.send_step(message.to_dict())
+    file = cl.File(name=name, content=content.encode(), mime=mime, display="inline")
+    await file.send(for_id=message.id, persist=False)
 
 
 @cl.on_stop
@@ -325,6 +397,10 @@ async def on_connection_successful(sid: str) -> None:
     chat = current()
     if chat is not None and chat.generating:  # Chainlit's handler just told the page no task runs
         await context.emitter.task_start()
+    if chat is not None and chat.resumed_answer is not None:
+        # Only now: the page replaces its messages with the thread's after on_chat_resume.
+        await offer_actions(chat, chat.resumed_answer)
+        chat.resumed_answer = None
 
 
 chainlit_clear_session = sio.handlers["/"]["clear_session"]

@@ -22,7 +22,11 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
-    last_reply: cl.Message | None = None
+    # The newest answer, which carries the regenerate (and export) buttons.
+    last_answer_id: str | None = None
+    answer_actions: list[cl.Action] = field(default_factory=list)
+    # Set by a resume: the answer to give those buttons once the page shows the past messages.
+    resumed_answer: str | None = None
 
     @property
     def generating(self) -> bool:

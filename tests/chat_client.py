@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import socketio
 
 
@@ -35,6 +36,10 @@ class ChatClient:
     headers: dict[str, str] = field(default_factory=dict)  # e.g. the Origin a browser would send
     transports: tuple[str, ...] = ("websocket",)  # the page starts with ("polling", "websocket")
     deflate: bool = False  # ask for permessage-deflate, as Chromium does
+    # Password login (name, password); None: the local user where the app has one, else nobody.
+    credentials: tuple[str, str] | None = None
+    thread_id: str = ""  # a past chat to resume
+    cookies: dict[str, str] = field(default_factory=dict)
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     replies: dict[str, Reply] = field(default_factory=dict)
@@ -73,12 +78,36 @@ class ChatClient:
         elif event == "chat_settings":
             self.settings_widgets = data
 
+    async def log_in(self) -> None:
+        """Log in as the page does (password form, or the local user's header login) and keep the cookie."""
+        async with aiohttp.ClientSession(headers=self.headers) as http:
+            async with http.get(self.url + "/auth/config") as reply:
+                login = await reply.json() if reply.status == 200 else {}  # a refused Host gets no login either
+            if not login.get("requireLogin"):
+                return
+            if self.credentials is not None:
+                form = {"username": self.credentials[0], "password": self.credentials[1]}
+                request = http.post(self.url + "/login", data=form)
+            else:
+                request = http.post(self.url + "/auth/header")
+            async with request as reply:
+                if reply.status != 200:
+                    raise PermissionError(f"login refused: {reply.status} {await reply.text()}")
+                self.cookies = {name: morsel.value for name, morsel in reply.cookies.items()}
+
+    @property
+    def cookie_header(self) -> dict[str, str]:
+        """The Cookie header the browser would send."""
+        return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+
     async def connect(self) -> None:
-        """Open the socket and start the chat (runs on_chat_start)."""
+        """Log in if needed, open the socket and start (or resume) the chat."""
+        if not self.cookies:
+            await self.log_in()
         auth = {
             "clientType": "webapp",
             "sessionId": self.session_id,
-            "threadId": "",
+            "threadId": self.thread_id,
             "userEnv": "{}",
             "chatProfile": "",
         }
@@ -86,10 +115,22 @@ class ChatClient:
             self.url,
             socketio_path="/ws/socket.io",
             auth=auth,
-            headers={"Accept-Language": self.language, **self.headers},
+            headers={"Accept-Language": self.language, **self.headers, **self.cookie_header},
             transports=list(self.transports),
         )
         await self.sio.emit("connection_successful")
+
+    async def rest(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """A REST call to the app with this client's login, as the page makes it: (status, JSON or text)."""
+        async with (
+            aiohttp.ClientSession(headers={**self.headers, **self.cookie_header}) as http,
+            http.request(method, self.url + path, json=body) as reply,
+        ):
+            payload = await reply.text()
+            try:
+                return reply.status, json.loads(payload)
+            except ValueError:
+                return reply.status, payload
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 60) -> None:
         """Wait until predicate() is true."""
@@ -126,6 +167,17 @@ class ChatClient:
         await self.sio.emit("client_message", payload)
         return message_id
 
+    async def edit(self, message_id: str, text: str) -> None:
+        """Edit a sent message, as the pencil under it does (what followed it is replaced)."""
+        payload = {"message": {"id": message_id, "type": "user_message", "output": text}, "fileReferences": []}
+        await self.sio.emit("edit_message", payload)
+
+    @property
+    def thread_id_started(self) -> str:
+        """The id of the chat this session saved its first message to ("" before it)."""
+        started = [data for event, data in self.events if event == "first_interaction"]
+        return str(started[-1]["thread_id"]) if started else ""
+
     async def start_answer(self, text: str, timeout: float = 60) -> int:
         """Send a message and wait until its answer starts streaming; return the event mark before it."""
         mark = len(self.events)
@@ -133,7 +185,7 @@ class ChatClient:
         await self.wait_for(lambda: self.events_since(mark, "stream_start"), timeout)
         return mark
 
-    async def ask(self, text: str, timeout: float = 120) -> list[dict[str, Any]]:
+    async def ask(self, text: str, timeout: float = 120, message_id: str | None = None) -> list[dict[str, Any]]:
         """Send a message, wait for its task to end; return the messages it produced."""
         sent_at = len(self.events)
 
@@ -147,13 +199,27 @@ class ChatClient:
                 None,
             )
 
-        await self.send(text)
+        await self.send(text, message_id)
         await self.wait_for(lambda: handler_started() is not None, timeout)
         mark = handler_started() or sent_at
         await self.wait_for(lambda: self.events_since(mark, "task_end"), timeout)
         await asyncio.sleep(0.05)  # let the final update_message land
         ids = [d["id"] for d in self.events_since(mark, "new_message") + self.events_since(mark, "stream_start")]
         return [self.messages[i] for i in dict.fromkeys(ids) if i in self.messages]
+
+    def actions(self, for_id: str) -> list[dict[str, Any]]:
+        """The buttons shown under a message, newest state (removed ones left out)."""
+        shown: dict[str, dict[str, Any]] = {}
+        for event, data in self.events:
+            if event == "action" and data.get("forId") == for_id:
+                shown[data["id"]] = data
+            elif event == "remove_action":
+                shown.pop(data.get("id"), None)
+        return list(shown.values())
+
+    async def click(self, action: dict[str, Any]) -> tuple[int, Any]:
+        """Click an action button: the page posts it to /project/action."""
+        return await self.rest("POST", "/project/action", {"sessionId": self.session_id, "action": action})
 
     async def change_settings(self, settings: Any) -> Any:
         """Submit the settings panel (or anything else, for hostile tests); wait until it is handled."""

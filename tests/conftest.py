@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from chat_client import ChatClient  # after the path above
+from databases import PostgresServer  # after the path above
 from servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running  # after the path above
 
 # The user's own configuration never reaches a test: neither their environment nor their .env.
@@ -50,6 +51,30 @@ def shared_stack() -> Iterator[tuple[VllmServer, ChatApp]]:
 def small_stack() -> Iterator[tuple[VllmServer, ChatApp]]:
     """A 256-token window, where conversations overflow quickly."""
     yield from serve("small", 256)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL cluster on loopback, for the whole session."""
+    server = PostgresServer()
+    with running(server):
+        yield server
+
+
+@pytest.fixture(scope="session")
+def pg_app(shared_stack: tuple[VllmServer, ChatApp], postgres: PostgresServer) -> Iterator[ChatApp]:
+    """The app keeping its history in PostgreSQL, against the shared vLLM."""
+    app = ChatApp(shared_stack[0], extra_env={"DATABASE_URL": postgres.new_database("shared_history")})
+    with running(app):
+        yield app
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_app(request: pytest.FixtureRequest) -> ChatApp:
+    """The shared app on its SQLite history, then the one on PostgreSQL."""
+    fixture = "chat_app" if request.param == "sqlite" else "pg_app"
+    app: ChatApp = request.getfixturevalue(fixture)
+    return app
 
 
 @pytest.fixture(scope="session")

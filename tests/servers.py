@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from app.config import Settings
 from serving.plan import ServeSettings
@@ -270,16 +271,26 @@ class VllmServer:
         """Tokens of a chat prompt as vLLM renders it, exactly."""
         return self.tokenize({"messages": messages, "add_generation_prompt": True})
 
-    def tokenize(self, request_body: dict[str, object]) -> int:
-        """vLLM's /tokenize count for a request body."""
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """The prompt vLLM renders for these chat messages, as its request log shows it."""
+        tokens = self.post("/tokenize", {"messages": messages, "add_generation_prompt": True})["tokens"]
+        return str(self.post("/detokenize", {"tokens": tokens})["prompt"])
+
+    def post(self, path: str, request_body: dict[str, object]) -> dict[str, Any]:
+        """A JSON POST to vLLM's server root."""
         body = json.dumps({"model": "ernie-tiny", **request_body}).encode()
         request = urllib.request.Request(
-            self.root + "/tokenize",
+            self.root + path,
             data=body,
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
         )
         with urllib.request.urlopen(request, timeout=10) as reply:
-            return int(json.loads(reply.read())["count"])
+            answer: dict[str, Any] = json.loads(reply.read())
+            return answer
+
+    def tokenize(self, request_body: dict[str, object]) -> int:
+        """vLLM's /tokenize count for a request body."""
+        return int(self.post("/tokenize", request_body)["count"])
 
     def logged_requests(self) -> list[dict[str, str]]:
         """Requests vLLM logged: their rendered prompt and sampling parameters, oldest first."""
@@ -306,10 +317,20 @@ class ChatApp:
     cpus: set[int] | None = None
     reconnect_grace: float = 0.0  # the product's default: a closed tab stops its answer at once
     running: Process = field(default_factory=Process)
+    data_dir: Path | None = None  # the history and login secret; None: a fresh folder of its own
+
+    def __post_init__(self) -> None:
+        if self.data_dir is None:
+            self.data_dir = LOGS.parent / "data" / f"{self.vllm.name}-{self.port}"
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return LOGS / f"chainlit-{self.vllm.name}-{self.port}.log"
 
     def start(self, timeout: float = 90) -> None:
         env = hermetic_environment(
@@ -319,10 +340,10 @@ class ChatApp:
             RECONNECT_GRACE_SECONDS=str(self.reconnect_grace),
             CHAT_HOST="127.0.0.1",
             CHAT_PORT=str(self.port),
+            DATA_DIR=str(self.data_dir),
             **self.extra_env,
         )
-        log_path = LOGS / f"chainlit-{self.vllm.name}-{self.port}.log"
-        self.running.begin([sys.executable, "-m", "app"], env, log_path, True, self.cpus)
+        self.running.begin([sys.executable, "-m", "app"], env, self.log_path, True, self.cpus)
         self.running.wait_ready(self.url + "/", timeout, {})
 
     @property

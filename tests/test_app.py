@@ -7,7 +7,6 @@ import math
 import re
 import time
 from functools import partial
-from typing import Any
 
 import pytest
 from chat_client import ChatClient
@@ -219,27 +218,13 @@ async def test_regenerate_replaces_the_last_answer(client, vllm):
     await client.change_settings({"max_tokens": 6, "temperature": 1.0})
     first = [m for m in await client.ask("regenerate me") if m.get("type") == "assistant_message"][-1]
     actions = [d for e, d in client.events if e == "action" and d.get("forId") == first["id"]]
-    assert [a["name"] for a in actions] == ["regenerate"]
+    assert [a["name"] for a in actions] == ["regenerate", "export_markdown", "export_json"]
     before = len(vllm.logged_requests())
     mark = len(client.events)
-    response = await asyncio.to_thread(call_action, client, actions[0])
-    assert response["success"]
+    status, response = await client.click(actions[0])
+    assert status == 200 and response["success"]
     await client.wait_for(lambda: client.events_since(mark, "task_end"), 60)
     assert any(d["id"] == first["id"] for d in client.events_since(mark, "delete_message"))
     requests = vllm.logged_requests()[before:]
     assert len(requests) == 1 and requests[0]["prompt"].endswith("User: regenerate me\nAssistant: ")
     assert "regenerate me" not in requests[0]["prompt"].split("User: regenerate me")[0]
-
-
-def call_action(client: ChatClient, action: dict[str, Any]) -> dict[str, Any]:
-    """Click an action button: the browser posts it to /project/action."""
-    import json
-    import urllib.request
-
-    body = json.dumps({"sessionId": client.session_id, "action": action}).encode()
-    request = urllib.request.Request(
-        client.url + "/project/action", data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        answer: dict[str, Any] = json.loads(reply.read())
-        return answer

@@ -1,0 +1,164 @@
+"""Who may chat: the passwordless local user, or users with argon2-hashed passwords; the login secret."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import secrets
+import uuid
+from enum import StrEnum
+from pathlib import Path
+
+import sqlalchemy as sa
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.database import async_url, create_engine, describe, upgrade
+from app.schema import elements, feedbacks, steps, threads, timestamp, users
+
+LOCAL_USER = "local"
+SECRET_FILE = "auth-secret"
+hasher = PasswordHasher()
+
+
+class Login(StrEnum):
+    """How the chat knows who is who."""
+
+    NONE = "none"  # history off: anonymous, as before there was history
+    LOCAL = "local"  # loopback only and no users added: one passwordless local user
+    PASSWORD = "password"  # users added with `make user-add`
+
+
+class LoginRequired(RuntimeError):
+    """Listening beyond loopback with nobody able to log in."""
+
+
+def loopback_only(host: str) -> bool:
+    """True when the address accepts connections from this machine only."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def login_mode(*, history: bool, chat_host: str, password_users: int) -> Login:
+    """The login the chat needs; refused when it would be open to the network."""
+    if not history:
+        return Login.NONE
+    if password_users:
+        return Login.PASSWORD
+    if loopback_only(chat_host):
+        return Login.LOCAL
+    raise LoginRequired(
+        f"CHAT_HOST={chat_host} lets other machines in, so the chat needs password login and has no user yet: "
+        "add one with `make user-add NAME=alice` (or listen on 127.0.0.1)"
+    )
+
+
+def auth_secret(data_dir: Path) -> str:
+    """CHAINLIT_AUTH_SECRET from the environment, else one generated once into the data folder."""
+    if secret := os.environ.get("CHAINLIT_AUTH_SECRET", "").strip():
+        return secret
+    path = data_dir / SECRET_FILE
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # Written in full under a temporary name, then linked: a replica starting at the same moment
+        # either wins the link or reads the winner's whole secret.
+        partial = path.with_name(f"{SECRET_FILE}.{os.getpid()}")
+        partial.write_text(secrets.token_urlsafe(48))
+        partial.chmod(0o600)
+        with contextlib.suppress(FileExistsError):
+            os.link(partial, path)
+        partial.unlink()
+    return path.read_text().strip()
+
+
+async def password_users(engine: AsyncEngine) -> int:
+    """How many users can log in with a password."""
+    async with engine.connect() as connection:
+        query = sa.select(sa.func.count()).select_from(users).where(users.c.password_hash.is_not(None))
+        return int((await connection.execute(query)).scalar() or 0)
+
+
+async def list_users(engine: AsyncEngine) -> list[str]:
+    """The identifiers of the users with a password."""
+    async with engine.connect() as connection:
+        query = sa.select(users.c.identifier).where(users.c.password_hash.is_not(None)).order_by(users.c.identifier)
+        return list((await connection.execute(query)).scalars())
+
+
+async def set_password(engine: AsyncEngine, name: str, password: str) -> bool:
+    """Add the user, or give an existing one a new password; True if the user is new."""
+    hashed = await asyncio.to_thread(hasher.hash, password)
+    async with engine.begin() as connection:
+        found = await connection.execute(
+            sa.update(users).where(users.c.identifier == name).values(password_hash=hashed)
+        )
+        if found.rowcount:
+            return False
+        row = {
+            "id": str(uuid.uuid4()),
+            "identifier": name,
+            "metadata": {},
+            "password_hash": hashed,
+            "created_at": timestamp(),
+        }
+        await connection.execute(sa.insert(users).values(**row))
+        return True
+
+
+async def remove_user(engine: AsyncEngine, name: str) -> bool:
+    """Remove the user and every chat of theirs, in one transaction; False if there was none."""
+    async with engine.begin() as connection:
+        user_id = (await connection.execute(sa.select(users.c.id).where(users.c.identifier == name))).scalar()
+        if user_id is None:
+            return False
+        theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
+        for table in (feedbacks, elements, steps):
+            await connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
+        await connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
+        await connection.execute(sa.delete(users).where(users.c.id == user_id))
+        return True
+
+
+async def verify_password(engine: AsyncEngine, name: str, password: str) -> bool:
+    """True if the user exists and the password is theirs (argon2 runs off the event loop)."""
+    async with engine.connect() as connection:
+        hashed = (await connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == name))).scalar()
+    if not hashed:
+        return False
+    try:
+        return await asyncio.to_thread(hasher.verify, hashed, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+class HistoryUnreachable(RuntimeError):
+    """The history database cannot be opened at start."""
+
+
+async def prepare(url: str) -> int:
+    """Create or migrate the schema; the number of users with a password."""
+    engine = create_engine(url)
+    try:
+        await upgrade(engine)
+        return await password_users(engine)
+    finally:
+        await engine.dispose()
+
+
+def startup_login(settings: Settings) -> Login:
+    """Migrate and decide the login; raises with a sentence for the user when the app cannot start."""
+    if not settings.history:
+        return Login.NONE
+    try:
+        url = async_url(settings.database_url, settings.data_dir)
+        users = asyncio.run(prepare(url))
+    except Exception as error:  # any driver's refusal (unreachable, bad password, no such database ...)
+        where = describe(url) if "url" in locals() else f"DATABASE_URL={settings.database_url}"
+        raise HistoryUnreachable(f"the history database {where} cannot be opened: {error}") from error
+    return login_mode(history=True, chat_host=settings.chat_host, password_users=users)

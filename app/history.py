@@ -1,0 +1,120 @@
+"""History and login wired into Chainlit: the data layer, the login callbacks, ownership, notices, export."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import chainlit as cl
+from chainlit.context import ChainlitContextException
+from chainlit.server import UserParam, delete_feedback, update_feedback
+from chainlit.session import WebsocketSession
+from chainlit.types import DeleteFeedbackRequest, UpdateFeedbackRequest
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.routing import APIRoute
+from starlette.responses import Response
+
+from app.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
+from app.config import Settings
+from app.database import async_url, create_engine
+from app.store import ChatStore
+from app.transcript import PREFERENCES_KEY
+
+logger = logging.getLogger(__name__)
+# One notice per chat while writes keep failing: a notice per message would bury the answers.
+NOTICE_INTERVAL_S = 60.0
+
+
+@dataclass
+class History:
+    """The store (None with history off), the login in force, and which chats were told of failures."""
+
+    store: ChatStore | None
+    login: Login
+    notice: Callable[[], str] = str
+    noticed: dict[str, float] = field(default_factory=dict)
+
+    async def notify_write_failure(self, _what: str) -> None:
+        """Tell the chat whose message could not be saved, at most once a minute (not persisted)."""
+        try:
+            session = cl.context.session
+        except ChainlitContextException:  # a REST call (rename, delete): its caller gets the error
+            return
+        if not isinstance(session, WebsocketSession):
+            return
+        now = time.monotonic()
+        if now - self.noticed.get(session.id, -NOTICE_INTERVAL_S) < NOTICE_INTERVAL_S:
+            return
+        self.noticed[session.id] = now
+        message = cl.ErrorMessage(content=self.notice())
+        await cl.context.emitter.send_step(message.to_dict())
+
+    async def save_preferences(self, preferences: dict[str, Any]) -> None:
+        """Keep the chat's settings with it (Chainlit itself saves them only on disconnect)."""
+        session = cl.context.session
+        if self.store is not None and session.has_first_interaction:
+            await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
+
+    async def thread(self) -> dict[str, Any] | None:
+        """This session's stored chat, if any."""
+        if self.store is None:
+            return None
+        return dict(await self.store.get_thread(cl.context.session.thread_id) or {}) or None
+
+
+def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> History:
+    """Register the data layer and the login Chainlit will use (at import, before Chainlit starts)."""
+    login = startup_login(settings)
+    if login is Login.NONE:
+        # Chainlit would start its own PostgreSQL layer from DATABASE_URL: no history means none.
+        cl.data_layer(lambda: None)  # type: ignore[arg-type,return-value]  # Chainlit accepts None at run time
+        return History(None, login)
+    os.environ["CHAINLIT_AUTH_SECRET"] = auth_secret(settings.data_dir)
+    store = ChatStore(
+        create_engine(async_url(settings.database_url, settings.data_dir)), open_registration=login is Login.LOCAL
+    )
+    history = History(store, login, notice=notice)
+    store.on_write_failure = history.notify_write_failure
+    cl.data_layer(lambda: store)
+    if login is Login.LOCAL:
+
+        @cl.header_auth_callback
+        async def local_user(_headers: Any) -> cl.User:
+            """Listening on loopback only, with no users added: whoever reaches the app is the local user."""
+            return cl.User(identifier=LOCAL_USER, metadata={"provider": "local"})
+
+    else:
+
+        @cl.password_auth_callback
+        async def password_user(name: str, password: str) -> cl.User | None:
+            """A user added with `make user-add`, with their password."""
+            if await verify_password(store.engine, name, password):
+                return cl.User(identifier=name, metadata={"provider": "password"})
+            return None
+
+    guard_feedback(server, store)
+    return history
+
+
+def guard_feedback(server: FastAPI, store: ChatStore) -> None:
+    """Thumbs up/down only on one's own chats (Chainlit's routes check no ownership of the message)."""
+
+    async def rate(request: Request, update: UpdateFeedbackRequest, current_user: UserParam) -> Response:
+        if not current_user or await store.feedback_owner(step_id=update.feedback.forId) != current_user.identifier:
+            raise HTTPException(status_code=404, detail="Message not found")
+        return cast(Response, await update_feedback(request, update, current_user))
+
+    async def unrate(request: Request, payload: DeleteFeedbackRequest, current_user: UserParam) -> Response:
+        if not current_user or await store.feedback_owner(feedback_id=payload.feedbackId) != current_user.identifier:
+            raise HTTPException(status_code=404, detail="Feedback not found")
+        return cast(Response, await delete_feedback(request, payload, current_user))
+
+    # Matched before Chainlit's own routes for the same paths.
+    server.router.routes[:0] = [
+        APIRoute("/feedback", rate, methods=["PUT"]),
+        APIRoute("/feedback", unrate, methods=["DELETE"]),
+    ]

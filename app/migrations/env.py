@@ -1,0 +1,16 @@
+"""Alembic's entry point: migrate the connection app.schema.migrate hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from app.schema import metadata
+
+context.configure(
+    connection=context.config.attributes["connection"],
+    target_metadata=metadata,
+    # SQLite alters a table by copying it; batch mode does that for later revisions.
+    render_as_batch=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,96 @@
+"""The chat history's tables (the same on SQLite and PostgreSQL) and their migration at start."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+# Any number, the same in every replica: PostgreSQL's lock that lets one replica migrate at a time.
+MIGRATION_LOCK = 7_860_011
+
+metadata = sa.MetaData()
+
+# Times are ISO 8601 strings in UTC, as Chainlit writes them: they sort as text on every database.
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("identifier", sa.String(255), nullable=False, unique=True),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    # Never part of metadata, which Chainlit sends to the browser.
+    sa.Column("password_hash", sa.Text),
+    sa.Column("created_at", sa.String(40), nullable=False),
+)
+
+threads = sa.Table(
+    "threads",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("name", sa.Text),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), index=True),
+    sa.Column("tags", sa.JSON),
+    sa.Column("metadata", sa.JSON, nullable=False),
+)
+
+steps = sa.Table(
+    "steps",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("thread_id", sa.String(36), sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("parent_id", sa.String(36)),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("type", sa.String(40), nullable=False),
+    sa.Column("input", sa.Text, nullable=False),
+    sa.Column("output", sa.Text, nullable=False),
+    sa.Column("is_error", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("start", sa.String(40)),
+    sa.Column("end", sa.String(40)),
+    # The rest of Chainlit's step (language, tags, commands, display flags ...), as it sent it.
+    sa.Column("details", sa.JSON, nullable=False),
+    sa.Column("metadata", sa.JSON, nullable=False),
+)
+
+elements = sa.Table(
+    "elements",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("thread_id", sa.String(36), sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("for_id", sa.String(36)),
+    # Chainlit's element as it sent it (type, name, display, url, props ...).
+    sa.Column("details", sa.JSON, nullable=False),
+)
+
+feedbacks = sa.Table(
+    "feedbacks",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("for_id", sa.String(36), sa.ForeignKey("steps.id", ondelete="CASCADE"), nullable=False, unique=True),
+    sa.Column("thread_id", sa.String(36), sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("value", sa.Integer, nullable=False),
+    sa.Column("comment", sa.Text),
+)
+
+
+def timestamp() -> str:
+    """Now, as Chainlit writes times (UTC, microseconds, Z): such strings sort in time order."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def migrate(connection: Connection) -> None:
+    """Bring the database to the newest schema version (Alembic revisions in app/migrations)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # a line per plugin at every start otherwise
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

@@ -1,0 +1,379 @@
+"""The chat history behind Chainlit's data-layer interface: SQLAlchemy on SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import sqlalchemy as sa
+from chainlit.data.base import BaseDataLayer
+from chainlit.data.utils import queue_until_user_message
+from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, ThreadDict, ThreadFilter
+from chainlit.user import PersistedUser, User
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.schema import elements, feedbacks, steps, threads, timestamp, users
+
+if TYPE_CHECKING:
+    from chainlit.element import Element, ElementDict
+    from chainlit.step import StepDict
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
+# Chainlit holds a session's writes back until its first message (a greeting alone makes no chat).
+queued: Callable[[Method], Method] = queue_until_user_message()  # type: ignore[no-untyped-call]  # Chainlit's decorator is unannotated
+WriteFailure = Callable[[str], Awaitable[None]]
+# Step fields with a column of their own; the rest of Chainlit's step is kept as sent, in `details`.
+STEP_COLUMNS = {
+    "id": "id",
+    "threadId": "thread_id",
+    "parentId": "parent_id",
+    "name": "name",
+    "type": "type",
+    "input": "input",
+    "output": "output",
+    "isError": "is_error",
+    "createdAt": "created_at",
+    "start": "start",
+    "end": "end",
+    "metadata": "metadata",
+}
+# Chainlit's step fields that are the browser's business only, never worth a row.
+TRANSIENT_STEP_FIELDS = frozenset({"streaming", "waitForAnswer", "feedback"})
+# Where the history cannot be written, Chainlit's own calls see this rather than a driver's error.
+STORE_ERRORS = (SQLAlchemyError, OSError, asyncio.TimeoutError)
+
+
+class HistoryUnavailable(RuntimeError):
+    """The history database refused or could not be reached."""
+
+
+class ChatStore(BaseDataLayer):
+    """Users, threads, steps, elements and feedback, written at message boundaries.
+
+    A failed write is logged as an error and reported through `on_write_failure` (the chat shows a
+    notice); Chainlit fires step and element writes as tasks nobody awaits, so those never raise.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, open_registration: bool) -> None:
+        self.engine = engine
+        # Local single-user mode: whoever the header callback names becomes a user. With passwords,
+        # users are only those added with `make user-add` (a removed user's token creates nobody).
+        self.open_registration = open_registration
+        self.on_write_failure: WriteFailure | None = None
+        # SQLite has one writer at a time: queue our writes rather than meet "database is locked".
+        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+
+    @contextlib.asynccontextmanager
+    async def _writing(self, what: str) -> AsyncIterator[AsyncConnection]:
+        """A transaction; a failure is logged, reported, and raised as HistoryUnavailable."""
+        try:
+            async with self._write_lock, self.engine.begin() as connection:
+                yield connection
+        except STORE_ERRORS as error:
+            logger.error("History: could not %s: %s", what, error)
+            if self.on_write_failure is not None:
+                await self.on_write_failure(what)
+            raise HistoryUnavailable(what) from error
+
+    async def _in_background(self, what: str, work: Callable[[AsyncConnection], Awaitable[T]]) -> T | None:
+        """A write Chainlit does not await: reported like any other, never raised."""
+        try:
+            async with self._writing(what) as connection:
+                return await work(connection)
+        except HistoryUnavailable:
+            return None
+
+    def _upsert(self, table: sa.Table, row: dict[str, Any], keys: tuple[str, ...] = ("id",)) -> sa.Insert:
+        """INSERT ... ON CONFLICT DO UPDATE, in the dialect at hand."""
+        dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        statement = dialect_insert(table).values(**row)
+        changes = {name: statement.excluded[name] for name in row if name not in keys}
+        return statement.on_conflict_do_update(index_elements=list(keys), set_=changes)
+
+    # ---- users -------------------------------------------------------------------------
+
+    async def get_user(self, identifier: str) -> PersistedUser | None:
+        async with self.engine.connect() as connection:
+            row = (await connection.execute(sa.select(users).where(users.c.identifier == identifier))).first()
+        return persisted_user(row._mapping) if row else None
+
+    async def create_user(self, user: User) -> PersistedUser | None:
+        existing = await self.get_user(user.identifier)
+        if existing is not None or not self.open_registration:
+            return existing
+        row = {
+            "id": str(uuid.uuid4()),
+            "identifier": user.identifier,
+            "metadata": user.metadata,
+            "created_at": timestamp(),
+        }
+        async with self._writing("create the local user") as connection:
+            await connection.execute(self._upsert(users, row, keys=("identifier",)))
+        return await self.get_user(user.identifier)
+
+    # ---- feedback ----------------------------------------------------------------------
+
+    async def upsert_feedback(self, feedback: Feedback) -> str:
+        async with self._writing("store feedback") as connection:
+            thread_id = (
+                await connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == feedback.forId))
+            ).scalar()
+            if thread_id is None:
+                raise HistoryUnavailable("the rated message is not in the history")
+            existing = (
+                await connection.execute(sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId))
+            ).scalar()
+            feedback_id = existing or feedback.id or str(uuid.uuid4())
+            row = {
+                "id": feedback_id,
+                "for_id": feedback.forId,
+                "thread_id": thread_id,
+                "value": feedback.value,
+                "comment": feedback.comment,
+            }
+            await connection.execute(self._upsert(feedbacks, row))
+        return str(feedback_id)
+
+    async def delete_feedback(self, feedback_id: str) -> bool:
+        async with self._writing("delete feedback") as connection:
+            await connection.execute(sa.delete(feedbacks).where(feedbacks.c.id == feedback_id))
+        return True
+
+    async def feedback_owner(self, *, feedback_id: str = "", step_id: str = "") -> str:
+        """The identifier of the user whose chat holds this feedback or message ("" if none)."""
+        query = sa.select(users.c.identifier).select_from(threads.join(users))
+        if feedback_id:
+            query = query.join(feedbacks, feedbacks.c.thread_id == threads.c.id).where(feedbacks.c.id == feedback_id)
+        else:
+            query = query.join(steps, steps.c.thread_id == threads.c.id).where(steps.c.id == step_id)
+        async with self.engine.connect() as connection:
+            return str((await connection.execute(query)).scalar() or "")
+
+    # ---- elements ----------------------------------------------------------------------
+
+    @queued
+    async def create_element(self, element: Element) -> None:
+        details = dict(element.to_dict())
+        row = {"id": element.id, "thread_id": element.thread_id, "for_id": element.for_id, "details": details}
+
+        async def work(connection: AsyncConnection) -> None:
+            await self._ensure_thread(connection, element.thread_id)
+            await connection.execute(self._upsert(elements, row))
+
+        await self._in_background("save an answer's details", work)
+
+    async def get_element(self, thread_id: str, element_id: str) -> ElementDict | None:
+        query = sa.select(elements.c.details).where(elements.c.id == element_id, elements.c.thread_id == thread_id)
+        async with self.engine.connect() as connection:
+            details = (await connection.execute(query)).scalar()
+        return cast("ElementDict | None", details)
+
+    @queued
+    async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
+        async def work(connection: AsyncConnection) -> None:
+            await connection.execute(sa.delete(elements).where(elements.c.id == element_id))
+
+        await self._in_background("remove an answer's details", work)
+
+    # ---- steps (messages) --------------------------------------------------------------
+
+    @queued
+    async def create_step(self, step_dict: StepDict) -> None:
+        await self._in_background("save a message", lambda connection: self._put_step(connection, step_dict))
+
+    @queued
+    async def update_step(self, step_dict: StepDict) -> None:
+        await self._in_background("save a message", lambda connection: self._put_step(connection, step_dict))
+
+    @queued
+    async def delete_step(self, step_id: str) -> None:
+        async def work(connection: AsyncConnection) -> None:
+            await connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
+            await connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
+            await connection.execute(sa.delete(steps).where(steps.c.id == step_id))
+
+        await self._in_background("remove a message", work)
+
+    async def _put_step(self, connection: AsyncConnection, step_dict: StepDict) -> None:
+        """Insert or replace one step, creating its thread if Chainlit has not yet."""
+        step: dict[str, Any] = dict(step_dict)
+        thread_id = str(step["threadId"])
+        await self._ensure_thread(connection, thread_id)
+        row = {column: step.get(field) for field, column in STEP_COLUMNS.items()}
+        row |= {
+            "name": row["name"] or "",
+            "input": row["input"] or "",
+            "output": row["output"] or "",
+            "is_error": bool(row["is_error"]),
+            "created_at": row["created_at"] or timestamp(),
+            "metadata": row["metadata"] or {},
+            "details": {
+                key: value
+                for key, value in step.items()
+                if key not in STEP_COLUMNS and key not in TRANSIENT_STEP_FIELDS
+            },
+        }
+        await connection.execute(self._upsert(steps, row))
+
+    async def _ensure_thread(self, connection: AsyncConnection, thread_id: str) -> None:
+        """A row for the thread (Chainlit names it and sets its user with update_thread)."""
+        dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        row = {"id": thread_id, "created_at": timestamp(), "metadata": {}}
+        await connection.execute(dialect_insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
+
+    # ---- threads -----------------------------------------------------------------------
+
+    async def get_thread_author(self, thread_id: str) -> str:
+        query = sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == thread_id)
+        async with self.engine.connect() as connection:
+            return str((await connection.execute(query)).scalar() or "")
+
+    async def delete_thread(self, thread_id: str) -> None:
+        async with self._writing("delete a chat") as connection:
+            for table in (feedbacks, elements, steps):
+                await connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
+            await connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
+
+    async def update_thread(
+        self,
+        thread_id: str,
+        name: str | None = None,
+        user_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        tags: list[str] | None = None,
+    ) -> None:
+        async with self._writing("save the chat") as connection:
+            await self._ensure_thread(connection, thread_id)
+            current = (
+                await connection.execute(
+                    sa.select(threads.c.user_id, threads.c.metadata).where(threads.c.id == thread_id)
+                )
+            ).one()
+            changes: dict[str, Any] = {}
+            if name is not None:
+                changes["name"] = name
+            if user_id is not None and current.user_id is None:
+                # A chat's owner is set once: a later caller can never take it over.
+                changes["user_id"] = user_id
+            if metadata is not None:
+                changes["metadata"] = {**(current.metadata or {}), **metadata}
+            if tags is not None:
+                changes["tags"] = tags
+            if changes:
+                await connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
+
+    async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> PaginatedResponse[ThreadDict]:
+        query = (
+            sa.select(threads, users.c.identifier)
+            .select_from(threads.join(users))
+            .where(threads.c.user_id == filters.userId)
+            .order_by(threads.c.created_at.desc(), threads.c.id.desc())
+        )
+        if filters.search:
+            pattern = "%" + filters.search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            said = sa.select(steps.c.id).where(steps.c.thread_id == threads.c.id, steps.c.output.ilike(pattern, "\\"))
+            query = query.where(sa.or_(threads.c.name.ilike(pattern, "\\"), said.exists()))
+        if filters.feedback is not None:
+            rated = sa.select(feedbacks.c.id).where(
+                feedbacks.c.thread_id == threads.c.id, feedbacks.c.value == filters.feedback
+            )
+            query = query.where(rated.exists())
+        async with self.engine.connect() as connection:
+            if pagination.cursor:
+                after = (
+                    await connection.execute(sa.select(threads.c.created_at).where(threads.c.id == pagination.cursor))
+                ).scalar()
+                if after is not None:
+                    query = query.where(
+                        sa.tuple_(threads.c.created_at, threads.c.id) < sa.tuple_(sa.literal(after), pagination.cursor)
+                    )
+            rows = (await connection.execute(query.limit(pagination.first + 1))).all()
+        page = [thread_dict(row._mapping, [], []) for row in rows[: pagination.first]]
+        return PaginatedResponse(
+            data=page,
+            pageInfo=PageInfo(
+                hasNextPage=len(rows) > pagination.first,
+                startCursor=page[0]["id"] if page else None,
+                endCursor=page[-1]["id"] if page else None,
+            ),
+        )
+
+    async def get_thread(self, thread_id: str) -> ThreadDict | None:
+        async with self.engine.connect() as connection:
+            thread = (
+                await connection.execute(
+                    sa.select(threads, users.c.identifier)
+                    .select_from(threads.outerjoin(users))
+                    .where(threads.c.id == thread_id)
+                )
+            ).first()
+            if thread is None:
+                return None
+            step_rows = (
+                await connection.execute(
+                    sa.select(steps, feedbacks.c.id.label("feedback_id"), feedbacks.c.value, feedbacks.c.comment)
+                    .select_from(steps.outerjoin(feedbacks, feedbacks.c.for_id == steps.c.id))
+                    .where(steps.c.thread_id == thread_id)
+                    .order_by(steps.c.created_at, steps.c.id)
+                )
+            ).all()
+            element_rows = (
+                await connection.execute(sa.select(elements.c.details).where(elements.c.thread_id == thread_id))
+            ).scalars()
+            return thread_dict(thread._mapping, [step_dict(row._mapping) for row in step_rows], list(element_rows))
+
+    # ---- the rest of the interface -----------------------------------------------------
+
+    async def get_favorite_steps(self, user_id: str) -> list[StepDict]:
+        # Favourites are off in .chainlit/config.toml: the page never asks.
+        return []
+
+    async def build_debug_url(self) -> str:
+        return ""
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def persisted_user(row: RowMapping) -> PersistedUser:
+    """Chainlit's user from a users row (without its password hash)."""
+    return PersistedUser(
+        id=row["id"], identifier=row["identifier"], metadata=row["metadata"] or {}, createdAt=row["created_at"]
+    )
+
+
+def step_dict(row: RowMapping) -> StepDict:
+    """Chainlit's step from a steps row joined with its feedback."""
+    step: dict[str, Any] = {**row["details"], **{field: row[column] for field, column in STEP_COLUMNS.items()}}
+    if row["feedback_id"] is not None:
+        step["feedback"] = {
+            "id": row["feedback_id"],
+            "forId": row["id"],
+            "value": row["value"],
+            "comment": row["comment"],
+        }
+    return step  # type: ignore[return-value]  # the keys of StepDict, as Chainlit sent them
+
+
+def thread_dict(row: RowMapping, step_list: list[StepDict], element_list: list[ElementDict]) -> ThreadDict:
+    """Chainlit's thread from a threads row joined with its user."""
+    return {
+        "id": row["id"],
+        "createdAt": row["created_at"],
+        "name": row["name"],
+        "userId": row["user_id"],
+        "userIdentifier": row["identifier"],
+        "tags": row["tags"],
+        "metadata": row["metadata"] or {},
+        "steps": step_list,
+        "elements": element_list,
+    }

@@ -1,0 +1,63 @@
+"""`python -m app.users add|remove|list [NAME]`: the people who may log in to the chat."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import sys
+
+from app.accounts import list_users, remove_user, set_password
+from app.config import Settings, get_settings, load_or_explain
+from app.database import async_url, create_engine, upgrade
+
+MIN_PASSWORD_CHARS = 8
+
+
+def read_password(name: str) -> str:
+    """Asked twice on a terminal; the first line of standard input otherwise (scripts)."""
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\n")
+    password = getpass.getpass(f"Password for {name}: ")
+    if getpass.getpass("Again: ") != password:
+        raise SystemExit("make user-add: the two passwords differ; nothing changed.")
+    return password
+
+
+async def run(settings: Settings, command: str, name: str) -> str:
+    """Do the command; the line to print."""
+    engine = create_engine(async_url(settings.database_url, settings.data_dir))
+    try:
+        await upgrade(engine)
+        if command == "list":
+            return "\n".join(await list_users(engine)) or "No users: the chat runs for the local user only (loopback)."
+        if command == "remove":
+            if await remove_user(engine, name):
+                return f"Removed {name} and their chats."
+            return f"No user {name}."
+        password = read_password(name)
+        if len(password) < MIN_PASSWORD_CHARS:
+            raise SystemExit(f"make user-add: a password needs at least {MIN_PASSWORD_CHARS} characters.")
+        added = await set_password(engine, name, password)
+        restart = " Restart the chat if it runs without login (the local user) to require it." if added else ""
+        return (f"Added {name}." if added else f"New password set for {name}.") + restart
+    finally:
+        await engine.dispose()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.users", description=__doc__)
+    parser.add_argument("command", choices=["add", "remove", "list"])
+    parser.add_argument("name", nargs="?", default="")
+    args = parser.parse_args()
+    if args.command != "list" and not args.name.strip():
+        parser.error(f"{args.command} needs a NAME")
+    settings = load_or_explain(get_settings, f"make user-{args.command}")
+    if settings is None:
+        return 2
+    print(asyncio.run(run(settings, args.command, args.name.strip())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""Chats that outlive the tab, against the running app, the real vLLM, real SQLite and real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from chat_client import ChatClient, widget_values
+from servers import ROOT, ChatApp, VllmServer, hermetic_environment
+
+from app.database import async_url, create_engine
+from app.schema import elements, feedbacks, steps, threads
+
+pytestmark = pytest.mark.app
+
+LIST_ALL = {"pagination": {"first": 50}, "filter": {}}
+
+
+def answer_of(produced: list[dict[str, Any]]) -> dict[str, Any]:
+    """The (non-error) answer among the messages a turn produced."""
+    answers = [m for m in produced if m.get("type") == "assistant_message" and not m.get("isError")]
+    assert answers, produced
+    return answers[-1]
+
+
+async def started_chat(app: ChatApp, **client: Any) -> ChatClient:
+    """A greeted session with short answers."""
+    tab = ChatClient(app.url, **client)
+    await tab.connect()
+    await tab.greeting()
+    await tab.change_settings({"max_tokens": 8})
+    return tab
+
+
+async def listed(tab: ChatClient, **filters: Any) -> list[dict[str, Any]]:
+    """The sidebar's list of chats, as the page asks for it."""
+    status, page = await tab.rest("POST", "/project/threads", {"pagination": {"first": 50}, "filter": filters})
+    assert status == 200, page
+    return list(page["data"])
+
+
+async def stored_rows(app: ChatApp, thread_id: str) -> dict[str, int]:
+    """Rows the history database holds for one chat, per table (read with the app's own engine)."""
+    engine = create_engine(async_url(app.extra_env.get("DATABASE_URL", ""), app.data_dir or ROOT))
+    try:
+        async with engine.connect() as connection:
+            counts = {}
+            for table in (threads, steps, elements, feedbacks):
+                column = table.c.id if table is threads else table.c.thread_id
+                query = sa.select(sa.func.count()).select_from(table).where(column == thread_id)
+                counts[table.name] = int((await connection.execute(query)).scalar() or 0)
+            return counts
+    finally:
+        await engine.dispose()
+
+
+async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_restart(history_app, vllm):
+    tab = await started_chat(history_app)
+    await tab.change_settings({"system_prompt": "RESUME-CHECK", "temperature": 0.3})
+    first = answer_of(await tab.ask("first question"))
+    second = answer_of(await tab.ask("second question"))
+    regenerate = next(a for a in tab.actions(second["id"]) if a["name"] == "regenerate")
+    mark = len(tab.events)
+    status, _ = await tab.click(regenerate)
+    assert status == 200
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await asyncio.sleep(0.1)
+    regenerated = [m for m in tab.events_since(mark, "new_message") if m.get("type") == "assistant_message"][-1]
+    edited_id = str(uuid.uuid4())
+    answer_of(await tab.ask("a question to edit", message_id=edited_id))
+    mark = len(tab.events)
+    await tab.edit(edited_id, "the edited question")
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await asyncio.sleep(0.1)
+    edited_answer = [m for m in tab.events_since(mark, "new_message") if m.get("type") == "assistant_message"][-1]
+    await tab.change_settings({"max_tokens": 2000})
+    mark = await tab.start_answer("a long answer to stop")
+    await tab.stop()
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await asyncio.sleep(0.3)
+    stopped = [m for m in tab.events_since(mark, "new_message") if m.get("type") == "assistant_message"]
+    stopped_text = next(m["output"] for m in stopped if m["id"] == tab.events_since(mark, "stream_start")[0]["id"])
+    await tab.change_settings({"max_tokens": 8})
+    thread_id = tab.thread_id_started
+    await tab.close()
+    await asyncio.sleep(0.5)  # the last writes are the app's background tasks
+
+    history_app.stop()
+    history_app.start()
+
+    again = ChatClient(history_app.url)
+    await again.log_in()
+    assert thread_id in [t["id"] for t in await listed(again)]
+    again.thread_id = thread_id
+    await again.connect()
+    await again.wait_for(lambda: again.events_since(0, "resume_thread"), 30)
+    shown = again.events_since(0, "resume_thread")[0]["steps"]
+    assert [s["output"] for s in shown if s["type"] == "user_message"] == [
+        "first question",
+        "second question",
+        "the edited question",
+        "a long answer to stop",
+    ]
+    await again.wait_for(lambda: again.settings_widgets, 30)
+    restored = widget_values(again.settings_widgets)
+    assert restored["system_prompt"] == "RESUME-CHECK" and restored["temperature"] == 0.3
+    assert restored["max_tokens"] == 8
+
+    # The newest answer gets its buttons back (they are not part of the stored chat).
+    newest = [s for s in shown if s["type"] == "assistant_message" and s["metadata"].get("turn")][-1]
+    await again.wait_for(lambda: len(again.actions(newest["id"])) == 3, 10)
+    assert [a["name"] for a in again.actions(newest["id"])] == ["regenerate", "export_markdown", "export_json"]
+
+    before = len(vllm.logged_requests())
+    answer_of(await again.ask("after the restart"))
+    request = vllm.logged_requests()[before:][-1]
+    expected = [
+        {"role": "system", "content": "RESUME-CHECK"},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": first["output"]},
+        {"role": "user", "content": "second question"},
+        {"role": "assistant", "content": regenerated["output"]},
+        {"role": "user", "content": "the edited question"},
+        {"role": "assistant", "content": edited_answer["output"]},
+        {"role": "user", "content": "a long answer to stop"},
+        {"role": "assistant", "content": stopped_text},
+        {"role": "user", "content": "after the restart"},
+    ]
+    assert request["prompt"] == vllm.render(expected)
+    assert request["temperature"] == "0.3" and request["max_tokens"] == "8"
+    await again.close()
+
+
+async def test_rename_search_rate_export_and_delete_a_chat(history_app):
+    tab = await started_chat(history_app)
+    answer = answer_of(await tab.ask("tell me about the zebra"))
+    answer_of(await tab.ask("and the okapi"))
+    thread_id = tab.thread_id_started
+    await asyncio.sleep(0.3)
+
+    assert [t["name"] for t in await listed(tab) if t["id"] == thread_id] == ["tell me about the zebra"]
+    assert thread_id in [t["id"] for t in await listed(tab, search="OKAPI")]  # a later message, any case
+    assert thread_id not in [t["id"] for t in await listed(tab, search="giraffe")]
+    status, _ = await tab.rest("PUT", "/project/thread", {"threadId": thread_id, "name": "Animals"})
+    assert status == 200
+    assert [t["name"] for t in await listed(tab) if t["id"] == thread_id] == ["Animals"]
+
+    feedback = {"feedback": {"forId": answer["id"], "value": 1, "comment": "good"}, "sessionId": tab.session_id}
+    status, rated = await tab.rest("PUT", "/feedback", feedback)
+    assert status == 200 and rated["success"]
+    status, stored = await tab.rest("GET", f"/project/thread/{thread_id}")
+    assert status == 200
+    assert next(s for s in stored["steps"] if s["id"] == answer["id"])["feedback"]["value"] == 1
+    assert thread_id in [t["id"] for t in await listed(tab, feedback=1)]
+
+    exported = {name: await export(tab, name) for name in ("export_json", "export_markdown")}
+    document = json.loads(exported["export_json"])
+    said = [(m["role"], m["content"]) for m in document["messages"]]
+    conversation = [
+        (step["type"].split("_")[0], step["output"])
+        for step in stored["steps"]
+        if step["type"] == "user_message" or (step["type"] == "assistant_message" and step["metadata"].get("turn"))
+    ]
+    assert said == conversation and [role for role, _ in said] == ["user", "assistant", "user", "assistant"]
+    assert document["settings"]["max_tokens"] == 8 and document["name"] == "Animals"
+    assert all(m["created_at"] for m in document["messages"]) and document["messages"][1]["stats"]["tokens"]
+    markdown = exported["export_markdown"]
+    positions = [markdown.index(text) for _, text in said if text]
+    assert positions == sorted(positions) and markdown.startswith("# Animals")
+
+    status, _ = await tab.rest("DELETE", "/project/thread", {"threadId": thread_id})
+    assert status == 200
+    assert thread_id not in [t["id"] for t in await listed(tab)]
+    assert (await tab.rest("GET", f"/project/thread/{thread_id}"))[0] == 404
+    assert await stored_rows(history_app, thread_id) == {"threads": 0, "steps": 0, "elements": 0, "feedbacks": 0}
+    await tab.close()
+
+
+async def export(tab: ChatClient, name: str) -> str:
+    """Click an export button under the newest answer and download the file it offers."""
+    newest = [m for m in tab.messages.values() if m.get("type") == "assistant_message" and tab.actions(m["id"])][-1]
+    button = next(a for a in tab.actions(newest["id"]) if a["name"] == name)
+    mark = len(tab.events)
+    status, _ = await tab.click(button)
+    assert status == 200
+    await tab.wait_for(lambda: tab.events_since(mark, "element"), 30)
+    file = tab.events_since(mark, "element")[0]
+    status, content = await tab.rest("GET", f"/project/file/{file['chainlitKey']}?session_id={tab.session_id}")
+    assert status == 200
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
+    app = ChatApp(vllm)
+    app.start()
+    try:
+        tab = await started_chat(app)
+        answer_of(await tab.ask("a finished turn"))
+        await tab.change_settings({"max_tokens": 2000})
+        await tab.start_answer("an answer cut by SIGKILL")
+        thread_id = tab.thread_id_started
+        app.running.end(signal.SIGKILL)
+        await tab.wait_for(lambda: not tab.sio.connected, 30)
+        app.start()
+        database = sqlite3.connect(app.data_dir / "chat.db")  # type: ignore[operator]
+        assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        database.close()
+        again = ChatClient(app.url)
+        await again.log_in()
+        status, stored = await again.rest("GET", f"/project/thread/{thread_id}")
+        assert status == 200
+        said = [(s["type"], s["output"], (s["metadata"].get("turn") or {}).get("ending")) for s in stored["steps"]]
+        answers = [entry for entry in said if entry[0] == "assistant_message" and entry[2]]
+        assert [entry[1] for entry in said if entry[0] == "user_message"] == [
+            "a finished turn",
+            "an answer cut by SIGKILL",
+        ]
+        assert answers[0][2] == "complete"
+        assert len(answers) == 1 or answers[1][2] == "stopped"
+    finally:
+        app.stop()
+
+
+def run_users(app: ChatApp, *args: str, password: str = "") -> subprocess.CompletedProcess[str]:
+    """`python -m app.users ...` on the app's history, the password on standard input."""
+    env = hermetic_environment(DATA_DIR=str(app.data_dir), **app.extra_env)
+    return subprocess.run(
+        [sys.executable, "-m", "app.users", *args],
+        cwd=ROOT,
+        env=env,
+        input=password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def two_user_app(vllm: VllmServer):
+    """An app with password login and two users, alice and bob."""
+    app = ChatApp(vllm)
+    for name in ("alice", "bob"):
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0 and f"Added {name}" in added.stdout, added.stderr
+    app.start()
+    yield app
+    app.stop()
+
+
+async def test_nobody_else_can_list_open_resume_rename_delete_rate_or_export_my_chat(two_user_app):
+    alice = await started_chat(two_user_app, credentials=("alice", "alice-password"))
+    answer = answer_of(await alice.ask("alice's secret plan"))
+    thread_id = alice.thread_id_started
+    await asyncio.sleep(0.3)
+    bob = ChatClient(two_user_app.url, credentials=("bob", "bob-password"))
+    await bob.log_in()
+
+    assert thread_id in [t["id"] for t in await listed(alice)]
+    assert await listed(bob) == [] and await listed(bob, search="secret") == []
+    assert (await bob.rest("GET", f"/project/thread/{thread_id}"))[0] in (401, 404)
+    assert (await bob.rest("PUT", "/project/thread", {"threadId": thread_id, "name": "mine"}))[0] in (401, 404)
+    assert (await bob.rest("DELETE", "/project/thread", {"threadId": thread_id}))[0] in (401, 404)
+    rating = {"feedback": {"forId": answer["id"], "value": 0}, "sessionId": bob.session_id}
+    assert (await bob.rest("PUT", "/feedback", rating))[0] == 404
+    element = f"/project/thread/{thread_id}/element/{answer['id']}"
+    assert (await bob.rest("GET", element))[0] in (401, 404)
+    bob.thread_id = thread_id  # resume (and so export) alice's chat through the socket
+    with pytest.raises(Exception, match=r"(?i)connect|refused|authori"):
+        await bob.connect()
+    nobody = ChatClient(two_user_app.url)
+    assert (await nobody.rest("POST", "/project/threads", LIST_ALL))[0] == 401
+    with pytest.raises(PermissionError):
+        await ChatClient(two_user_app.url, credentials=("alice", "wrong password")).log_in()
+
+    status, stored = await alice.rest("GET", f"/project/thread/{thread_id}")
+    assert status == 200 and stored["name"] == "alice's secret plan"
+    assert all(s.get("feedback") is None for s in stored["steps"])
+    await alice.close()
+
+
+async def test_a_removed_user_and_their_chats_are_gone(two_user_app):
+    carol = ChatClient(two_user_app.url, credentials=("carol", "carol-password"))
+    assert run_users(two_user_app, "add", "carol", password="carol-password").returncode == 0
+    await carol.connect()
+    await carol.greeting()
+    await carol.change_settings({"max_tokens": 8})
+    answer_of(await carol.ask("carol was here"))
+    thread_id = carol.thread_id_started
+    await asyncio.sleep(0.3)
+    await carol.close()
+    removed = run_users(two_user_app, "remove", "carol")
+    assert removed.returncode == 0 and "Removed carol" in removed.stdout
+    assert "carol" not in run_users(two_user_app, "list").stdout.split()
+    assert await stored_rows(two_user_app, thread_id) == {"threads": 0, "steps": 0, "elements": 0, "feedbacks": 0}
+    with pytest.raises(PermissionError):
+        await ChatClient(two_user_app.url, credentials=("carol", "carol-password")).log_in()
+    assert (await carol.rest("POST", "/project/threads", LIST_ALL))[0] in (401, 404)  # her old cookie
+
+
+def test_listening_beyond_loopback_needs_a_user_first(tmp_path):
+    env = hermetic_environment(CHAT_HOST="0.0.0.0", DATA_DIR=str(tmp_path))
+    started = subprocess.run(
+        [sys.executable, "-m", "app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 2
+    assert "make user-add" in started.stderr and "CHAT_HOST=0.0.0.0" in started.stderr
+
+
+def noticed(tab: ChatClient) -> bool:
+    """The chat told this tab that something could not be saved."""
+    return any(m.get("isError") and "could not be saved" in m.get("output", "") for m in tab.messages.values())
+
+
+async def test_a_database_that_fails_is_announced_and_the_chat_goes_on(pg_app, postgres):
+    database = pg_app.extra_env["DATABASE_URL"].rsplit("/", 1)[1]
+    tab = await started_chat(pg_app)
+    answer_of(await tab.ask("saved before the failure"))
+
+    def read_only(on: bool) -> None:
+        postgres.psql(
+            f"ALTER DATABASE {database} SET default_transaction_read_only = {'on' if on else 'off'}",
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'",
+        )
+
+    read_only(True)
+    try:
+        assert answer_of(await tab.ask("said while the database is read-only"))["output"]
+        await tab.wait_for(lambda: noticed(tab), 15)
+    finally:
+        read_only(False)
+    logged = [line for line in pg_app.log_path.read_text(errors="replace").splitlines() if "History: could not" in line]
+    assert logged and all(" ERROR " in line for line in logged)
+
+    postgres.stop(keep_data=True)
+    try:
+        fresh = await started_chat(pg_app)
+        assert answer_of(await fresh.ask("said while the database is down"))["output"]
+        await fresh.wait_for(lambda: noticed(fresh), 15)
+    finally:
+        postgres.start()
+    await tab.close()
+    await fresh.close()
