@@ -129,9 +129,9 @@ bench-serve: install full-model ## Benchmark vLLM with make serve's flags agains
 	SERVER_VENV=$(SERVER_VENV) $(APP_PY) tools/bench_serve.py $(BENCH_SERVE_ARGS)
 
 .PHONY: screenshots
-screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, docs/chinese.png) in a real browser
+screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png) in a real browser
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) README_SCREENSHOTS=docs $(APP_PY) -m pytest -q \
-		tests/test_browser.py -k "greeting_and_starters_in_english or chinese_browser"
+		tests/test_browser.py -k "greeting_and_starters_in_english or chinese_browser or resumes_after_a_restart"
 
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts

@@ -71,6 +71,10 @@ class ChatStore(BaseDataLayer):
         self.on_write_failure: WriteFailure | None = None
         # SQLite has one writer at a time: queue our writes rather than meet "database is locked".
         self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+        # Statements built once: building an upsert costs more CPU than running it.
+        self._statements: dict[str, sa.Insert] = {}
+        # Chats known to have a row, so a message costs one statement, not two.
+        self._known_threads: set[str] = set()
 
     @contextlib.asynccontextmanager
     async def _writing(self, what: str) -> AsyncIterator[AsyncConnection]:
@@ -92,12 +96,17 @@ class ChatStore(BaseDataLayer):
         except HistoryUnavailable:
             return None
 
-    def _upsert(self, table: sa.Table, row: dict[str, Any], keys: tuple[str, ...] = ("id",)) -> sa.Insert:
-        """INSERT ... ON CONFLICT DO UPDATE, in the dialect at hand."""
-        dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-        statement = dialect_insert(table).values(**row)
-        changes = {name: statement.excluded[name] for name in row if name not in keys}
-        return statement.on_conflict_do_update(index_elements=list(keys), set_=changes)
+    def _upsert(self, table: sa.Table) -> sa.Insert:
+        """INSERT ... ON CONFLICT (id) DO UPDATE of every column, in the dialect at hand; built once per table."""
+        if table.name not in self._statements:
+            statement = self._insert(table)
+            changes = {column.name: statement.excluded[column.name] for column in table.c if column.name != "id"}
+            self._statements[table.name] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
+        return self._statements[table.name]
+
+    def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+        """The dialect's INSERT, which knows ON CONFLICT."""
+        return postgresql.insert(table) if self.engine.dialect.name == "postgresql" else sqlite.insert(table)
 
     # ---- users -------------------------------------------------------------------------
 
@@ -117,7 +126,8 @@ class ChatStore(BaseDataLayer):
             "created_at": timestamp(),
         }
         async with self._writing("create the local user") as connection:
-            await connection.execute(self._upsert(users, row, keys=("identifier",)))
+            # Someone else's create at the same moment wins; their row is the one returned below.
+            await connection.execute(self._insert(users).on_conflict_do_nothing(index_elements=["identifier"]), row)
         return await self.get_user(user.identifier)
 
     # ---- feedback ----------------------------------------------------------------------
@@ -140,7 +150,7 @@ class ChatStore(BaseDataLayer):
                 "value": feedback.value,
                 "comment": feedback.comment,
             }
-            await connection.execute(self._upsert(feedbacks, row))
+            await connection.execute(self._upsert(feedbacks), row)
         return str(feedback_id)
 
     async def delete_feedback(self, feedback_id: str) -> bool:
@@ -167,7 +177,7 @@ class ChatStore(BaseDataLayer):
 
         async def work(connection: AsyncConnection) -> None:
             await self._ensure_thread(connection, element.thread_id)
-            await connection.execute(self._upsert(elements, row))
+            await connection.execute(self._upsert(elements), row)
 
         await self._in_background("save an answer's details", work)
 
@@ -222,13 +232,15 @@ class ChatStore(BaseDataLayer):
                 if key not in STEP_COLUMNS and key not in TRANSIENT_STEP_FIELDS
             },
         }
-        await connection.execute(self._upsert(steps, row))
+        await connection.execute(self._upsert(steps), row)
 
     async def _ensure_thread(self, connection: AsyncConnection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
-        dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        if thread_id in self._known_threads:
+            return
         row = {"id": thread_id, "created_at": timestamp(), "metadata": {}}
-        await connection.execute(dialect_insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
+        await connection.execute(self._insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
+        self._known_threads.add(thread_id)
 
     # ---- threads -----------------------------------------------------------------------
 
@@ -242,6 +254,7 @@ class ChatStore(BaseDataLayer):
             for table in (feedbacks, elements, steps):
                 await connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
             await connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
+        self._known_threads.discard(thread_id)
 
     async def update_thread(
         self,

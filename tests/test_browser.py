@@ -77,7 +77,7 @@ def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
 def shoot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
-    if (target := os.environ.get("README_SCREENSHOTS")) and name in ("english", "chinese"):
+    if (target := os.environ.get("README_SCREENSHOTS")) and name in ("english", "chinese", "history"):
         Path(target).mkdir(parents=True, exist_ok=True)
         shutil.copy(SHOTS / f"{name}.png", Path(target) / f"{name}.png")
 
@@ -310,3 +310,48 @@ def test_readiness_message_then_recovery_without_reload(browser, app_without_vll
     wait_answer_done(page, 2)
     shoot(page, "recovered")
     page.context.close()
+
+
+def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm):
+    app = ChatApp(vllm)
+    with running(app):
+        page = open_chat(browser, app.url)
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        set_settings(page, temperature_steps=6, max_token_steps=0, system_prompt="Remember pelicans.")
+        send(page, "the pelican question")
+        wait_answer_done(page, 2)
+        send(page, "a second question")
+        wait_answer_done(page, 3)
+        said = [page.locator(ANSWERS).nth(i).locator(".message-content").inner_text() for i in (1, 2)]
+        page.context.close()
+
+        app.stop()
+        app.start()
+        page = open_chat(browser, app.url)
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        past = page.locator("#thread-history").get_by_text("the pelican question")
+        expect(past).to_be_visible(timeout=30_000)
+        past.click()
+        expect(page.locator(USER_MESSAGES)).to_have_count(2, timeout=30_000)
+        expect(page.locator(USER_MESSAGES).first).to_contain_text("the pelican question")
+        answers = page.locator(ANSWERS)
+        for text in said:
+            expect(answers.filter(has_text=text.strip()[:30])).to_have_count(1)
+        expect(answers.last.get_by_test_id("answer-stats")).to_be_visible()
+        expect(page.get_by_role("button", name="Export Markdown")).to_be_visible(timeout=10_000)
+        shoot(page, "history")
+        page.click("#chat-settings-open-modal")
+        expect(page.locator("#system_prompt")).to_have_value("Remember pelicans.")
+        page.keyboard.press("Escape")
+
+        before = len(vllm.logged_requests())
+        send(page, "and after the restart?")
+        wait_for_request(vllm, before)
+        expect(page.locator(USER_MESSAGES)).to_have_count(3, timeout=30_000)
+        request = vllm.logged_requests()[-1]
+        prompt = request["prompt"]
+        assert prompt.startswith("<|begin_of_sentence|>Remember pelicans.")
+        positions = [prompt.index(part) for part in ("the pelican question", said[0].strip()[:20], "a second question")]
+        assert positions == sorted(positions) and prompt.endswith("User: and after the restart?\nAssistant: ")
+        assert request["temperature"] == "0.3"
+        page.context.close()

@@ -56,6 +56,7 @@ def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
         MAX_MODEL_LEN="512",
         VLLM_PORT=str(vllm_port),
         CHAT_PORT=str(chat_port),
+        DATA_DIR=str(LOGS.parent / "data" / f"make-run-{mark}"),
         TEST_RUN_MARK=mark,
         VLLM_CPU_OMP_THREADS_BIND="0",
     )

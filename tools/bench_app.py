@@ -244,7 +244,8 @@ async def run(args: argparse.Namespace) -> str:
             server = VllmServer(f"bench-{args.backend}", max_model_len=4096, model=model_path, cpus={0})
             server.start(timeout=900)
             base_url, api_key, model = server.base_url, server.api_key, "ernie-tiny"
-        app = ChatApp(server, cpus=CLIENT_CPU, extra_env={"STREAM_INTERVAL_MS": str(args.interval_ms)})
+        app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), "HISTORY": args.history}
+        app = ChatApp(server, cpus=CLIENT_CPU, extra_env=app_env)
         app.start()
         if CLIENT_CPU:
             os.sched_setaffinity(0, CLIENT_CPU)
@@ -289,6 +290,7 @@ def main() -> int:
     )
     parser.add_argument("--fake-rate", type=float, default=2000.0, help="tokens/s per stream of the fake server")
     parser.add_argument("--interval-ms", type=float, default=30.0, help="the app's STREAM_INTERVAL_MS")
+    parser.add_argument("--history", choices=["on", "off"], default="on", help="the app's HISTORY (SQLite)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument(

@@ -1,0 +1,286 @@
+"""The history store and its pieces against real SQLite and PostgreSQL, without the app."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import stat
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from chainlit.context import init_http_context
+from chainlit.types import Feedback, Pagination, ThreadFilter
+from chainlit.user import User
+
+from app.accounts import Login, LoginRequired, auth_secret, login_mode, remove_user, set_password, verify_password
+from app.conversation import Ending, Turn
+from app.database import async_url, create_engine, upgrade
+from app.preferences import Preferences
+from app.schema import metadata
+from app.store import ChatStore, HistoryUnavailable
+from app.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
+
+
+DATABASES = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatStore]:
+    """A migrated, empty store on each database."""
+    if request.param == "sqlite":
+        url = async_url("", tmp_path)
+    else:
+        url = async_url(request.getfixturevalue("postgres").new_database(f"store_{next(DATABASES)}"), tmp_path)
+    engine = create_engine(url)
+    await upgrade(engine)
+    chat_store = ChatStore(engine, open_registration=True)
+    yield chat_store
+    await chat_store.close()
+
+
+def step(step_id: str, thread_id: str, kind: str, text: str, at: int, **meta: object) -> dict[str, object]:
+    """A step as Chainlit sends it."""
+    return {
+        "id": step_id,
+        "threadId": thread_id,
+        "type": kind,
+        "name": kind,
+        "output": text,
+        "createdAt": f"2026-01-01T00:00:{at:02d}.000001Z",
+        "metadata": meta,
+        "streaming": False,
+        "language": None,
+    }
+
+
+async def test_the_migrated_schema_is_the_one_the_code_uses_and_migrating_twice_changes_nothing(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    await upgrade(store.engine)
+    async with store.engine.connect() as connection:
+        differences = await connection.run_sync(
+            lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+        )
+    assert differences == []
+
+
+async def test_a_chat_round_trips_with_its_steps_elements_and_feedback(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier="local"))
+    assert user is not None
+    await store.update_thread("t1", name="zebras", user_id=user.id)
+    await store.create_step(step("u1", "t1", "user_message", "tell me about zebras", 1))
+    answer = step("a1", "t1", "assistant_message", "Stripes.", 2, turn={"reply_to": "u1", "ending": "complete"})
+    await store.create_step(answer)
+    await store.update_step({**answer, "output": "Black and white stripes."})
+    feedback_id = await store.upsert_feedback(Feedback(forId="a1", value=1, comment="nice"))
+    assert await store.upsert_feedback(Feedback(forId="a1", value=0)) == feedback_id  # one rating per answer
+
+    thread = await store.get_thread("t1")
+    assert thread is not None and thread["userIdentifier"] == "local" and thread["name"] == "zebras"
+    assert [(s["id"], s["output"]) for s in thread["steps"]] == [
+        ("u1", "tell me about zebras"),
+        ("a1", "Black and white stripes."),
+    ]
+    assert thread["steps"][1]["metadata"] == {"turn": {"reply_to": "u1", "ending": "complete"}}
+    assert thread["steps"][1]["feedback"]["value"] == 0 and "streaming" not in thread["steps"][1]
+    assert await store.feedback_owner(step_id="a1") == "local"
+    assert await store.feedback_owner(feedback_id=feedback_id) == "local"
+
+    await store.delete_step("a1")
+    thread = await store.get_thread("t1")
+    assert thread is not None and [s["id"] for s in thread["steps"]] == ["u1"]
+
+
+async def test_a_chat_keeps_its_first_owner(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    owner = await store.create_user(User(identifier="owner"))
+    intruder = await store.create_user(User(identifier="intruder"))
+    assert owner is not None and intruder is not None
+    await store.update_thread("t1", name="mine", user_id=owner.id)
+    await store.update_thread("t1", user_id=intruder.id, metadata={"chat_settings": {"top_p": 0.5}})
+    await store.update_thread("t1", metadata={"other": 1})
+    assert await store.get_thread_author("t1") == "owner"
+    thread = await store.get_thread("t1")
+    assert thread is not None and thread["metadata"] == {"chat_settings": {"top_p": 0.5}, "other": 1}
+
+
+async def test_listing_pages_searches_and_filters_only_the_users_chats(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    me = await store.create_user(User(identifier="me"))
+    other = await store.create_user(User(identifier="other"))
+    assert me is not None and other is not None
+    for index in range(5):
+        await store.update_thread(f"t{index}", name=f"chat {index}", user_id=me.id)
+        await store.create_step(step(f"s{index}", f"t{index}", "user_message", f"word{index} 100%_sure", index))
+    await store.update_thread("theirs", name="chat of the other", user_id=other.id)
+    await store.upsert_feedback(Feedback(forId="s3", value=0))
+
+    first = await store.list_threads(Pagination(first=2), ThreadFilter(userId=me.id))
+    second = await store.list_threads(Pagination(first=2, cursor=first.pageInfo.endCursor), ThreadFilter(userId=me.id))
+    rest = await store.list_threads(Pagination(first=2, cursor=second.pageInfo.endCursor), ThreadFilter(userId=me.id))
+    seen = [t["id"] for page in (first, second, rest) for t in page.data]
+    assert sorted(seen) == [f"t{index}" for index in range(5)] and len(set(seen)) == 5
+    assert first.pageInfo.hasNextPage and second.pageInfo.hasNextPage and not rest.pageInfo.hasNextPage
+
+    async def found(**filters: object) -> list[str]:
+        page = await store.list_threads(Pagination(first=20), ThreadFilter(userId=me.id, **filters))
+        return sorted(t["id"] for t in page.data)
+
+    assert await found(search="WORD2") == ["t2"]
+    assert await found(search="chat 4") == ["t4"]
+    assert await found(search="100%_") == [f"t{index}" for index in range(5)]
+    assert await found(search="0%x") == []  # % and _ are literal characters, not wildcards
+    assert await found(search="other") == []
+    assert await found(feedback=0) == ["t3"] and await found(feedback=1) == []
+
+
+async def test_deleting_a_chat_removes_all_of_it_and_nothing_else(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier="me"))
+    assert user is not None
+    for thread_id in ("gone", "kept"):
+        await store.update_thread(thread_id, name=thread_id, user_id=user.id)
+        await store.create_step(step(f"{thread_id}-u", thread_id, "user_message", "hi", 1))
+        await store.create_step(step(f"{thread_id}-a", thread_id, "assistant_message", "hello", 2))
+        await store.upsert_feedback(Feedback(forId=f"{thread_id}-a", value=1))
+    await store.delete_thread("gone")
+    assert await store.get_thread("gone") is None
+    kept = await store.get_thread("kept")
+    assert kept is not None and len(kept["steps"]) == 2 and kept["steps"][1]["feedback"]["value"] == 1
+
+
+async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tmp_path, caplog):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    broken = ChatStore(create_engine(f"sqlite+aiosqlite:///{tmp_path}"), open_registration=True)  # a folder
+    reported: list[str] = []
+
+    async def report(what: str) -> None:
+        reported.append(what)
+
+    broken.on_write_failure = report
+    await broken.create_step(step("u1", "t1", "user_message", "hi", 1))  # a task nobody awaits: never raises
+    with pytest.raises(HistoryUnavailable):
+        await broken.update_thread("t1", name="renamed")
+    assert reported == ["save a message", "save the chat"]
+    assert [r.levelname for r in caplog.records if "History: could not" in r.getMessage()] == ["ERROR", "ERROR"]
+    await broken.close()
+
+
+async def test_passwords_are_argon2_hashes_and_removing_a_user_removes_their_chats(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    assert await set_password(store.engine, "alice", "correct horse")
+    assert not await set_password(store.engine, "alice", "battery staple")  # a new password, same user
+    assert await verify_password(store.engine, "alice", "battery staple")
+    assert not await verify_password(store.engine, "alice", "correct horse")
+    assert not await verify_password(store.engine, "nobody", "battery staple")
+    store.open_registration = False
+    alice = await store.get_user("alice")
+    assert alice is not None and "password" not in str(alice.metadata)
+    assert await store.create_user(User(identifier="mallory")) is None  # a token names nobody new
+    await store.update_thread("t1", name="alice's", user_id=alice.id)
+    await store.create_step(step("u1", "t1", "user_message", "hi", 1))
+    assert await remove_user(store.engine, "alice") and not await remove_user(store.engine, "alice")
+    assert await store.get_thread("t1") is None and await store.get_user("alice") is None
+
+
+def test_who_logs_in_depends_on_the_address_and_the_users():
+    assert login_mode(history=False, chat_host="0.0.0.0", password_users=0) is Login.NONE
+    assert login_mode(history=True, chat_host="127.0.0.1", password_users=0) is Login.LOCAL
+    assert login_mode(history=True, chat_host="::1", password_users=0) is Login.LOCAL
+    assert login_mode(history=True, chat_host="localhost", password_users=0) is Login.LOCAL
+    assert login_mode(history=True, chat_host="127.0.0.1", password_users=2) is Login.PASSWORD
+    assert login_mode(history=True, chat_host="0.0.0.0", password_users=1) is Login.PASSWORD
+    for host in ("0.0.0.0", "::", "192.168.1.5", "chat.example.com"):
+        with pytest.raises(LoginRequired, match="make user-add"):
+            login_mode(history=True, chat_host=host, password_users=0)
+
+
+def test_the_login_secret_is_generated_once_private_and_shared(tmp_path, monkeypatch):
+    monkeypatch.delenv("CHAINLIT_AUTH_SECRET", raising=False)
+    first = auth_secret(tmp_path)
+    assert len(first) >= 32 and auth_secret(tmp_path) == first
+    assert stat.S_IMODE((tmp_path / "auth-secret").stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["auth-secret"]
+    monkeypatch.setenv("CHAINLIT_AUTH_SECRET", "from-the-environment")
+    assert auth_secret(tmp_path) == "from-the-environment"
+
+
+def test_database_urls_get_an_async_driver():
+    data = Path("/data")
+    assert async_url("", data) == "sqlite+aiosqlite:////data/chat.db"
+    assert async_url("postgresql://u:p@db:5432/chat", data) == "postgresql+asyncpg://u:p@db:5432/chat"
+    assert async_url("postgres://u@db/chat", data) == "postgresql+asyncpg://u@db/chat"
+    assert async_url("sqlite:////tmp/x.db", data) == "sqlite+aiosqlite:////tmp/x.db"
+    with pytest.raises(ValueError, match="SQLite or PostgreSQL"):
+        async_url("mysql://u@db/chat", data)
+
+
+def answer_step(step_id: str, reply_to: str, text: str, ending: str, is_error: bool = False) -> dict[str, object]:
+    """An answer of ours as stored."""
+    return {
+        "id": step_id,
+        "type": "assistant_message",
+        "output": text,
+        "isError": is_error,
+        "metadata": Answer(reply_to, ending).as_metadata(),
+    }
+
+
+def test_the_conversation_is_rebuilt_as_the_model_saw_it():
+    steps = [
+        {"id": "greeting", "type": "assistant_message", "output": "Hello!", "metadata": {}},
+        {"id": "u1", "type": "user_message", "output": "one"},
+        answer_step("a1", "u1", "first", "complete"),
+        {"id": "u2", "type": "user_message", "output": "two"},
+        answer_step("a2", "u2", "partial", "stopped"),
+        {"id": "stop", "type": "assistant_message", "output": "Task manually stopped.", "metadata": {}},
+        {"id": "u3", "type": "user_message", "output": "three"},
+        answer_step("e3", "u3", "The model server is not reachable.", "failed", is_error=True),
+        {"id": "u4", "type": "user_message", "output": "far too long"},
+        answer_step("e4", "u4", "Your message is too long", "not_sent", is_error=True),
+        {"id": "u5", "type": "user_message", "output": "half"},
+        answer_step("a5", "u5", "half an answer", "failed"),
+        answer_step("e5", "u5", "The connection was lost", "failed", is_error=True),
+        {"id": "u6", "type": "user_message", "output": "cut by a crash"},
+    ]
+    assert conversation_of(steps).turns == [
+        Turn("one", "first", Ending.COMPLETE, "u1"),
+        Turn("two", "partial", Ending.STOPPED, "u2"),
+        Turn("three", "", Ending.FAILED, "u3"),
+        Turn("half", "half an answer", Ending.FAILED, "u5"),
+        Turn("cut by a crash", "", Ending.FAILED, "u6"),
+    ]
+
+
+def test_saved_settings_apply_where_still_valid():
+    defaults = Preferences(
+        temperature=0.7, top_p=0.9, max_tokens=512, repetition_penalty=1.05, system_prompt="Be nice."
+    )
+    saved = {"chat_settings": {"temperature": 0.2, "max_tokens": 99999, "system_prompt": "Be brief.", "junk": 1}}
+    restored = preferences_of(saved, defaults, max_tokens_limit=4096)
+    assert (restored.temperature, restored.max_tokens, restored.system_prompt) == (0.2, 512, "Be brief.")
+    assert preferences_of(None, defaults, 4096) == defaults
+    assert preferences_of({"chat_settings": "garbage"}, defaults, 4096) == defaults
+
+
+def test_exports_hold_exactly_what_was_said():
+    steps = [
+        {"id": "u1", "type": "user_message", "output": "Hi *there*", "createdAt": "2026-01-01T00:00:01Z"},
+        {**answer_step("a1", "u1", "Hello!\n\n```py\nprint(1)\n```", "complete"), "createdAt": "2026-01-01T00:00:02Z"},
+        {"id": "n", "type": "assistant_message", "output": "Task manually stopped.", "metadata": {}},
+    ]
+    thread = {"id": "t", "name": "Greetings", "createdAt": "2026-01-01T00:00:00Z", "steps": steps}
+    prefs = Preferences(temperature=0.5, top_p=1.0, max_tokens=64, repetition_penalty=1.0, system_prompt="")
+    parsed = json.loads(export_json(thread, prefs))
+    assert [(m["role"], m["content"], m["created_at"]) for m in parsed["messages"]] == [
+        ("user", "Hi *there*", "2026-01-01T00:00:01Z"),
+        ("assistant", "Hello!\n\n```py\nprint(1)\n```", "2026-01-01T00:00:02Z"),
+    ]
+    assert parsed["settings"]["max_tokens"] == 64 and parsed["name"] == "Greetings"
+    markdown = export_markdown(thread, prefs, {"user": "You", "assistant": "ERNIE"})
+    assert markdown.startswith("# Greetings\n") and "Task manually stopped" not in markdown
+    assert "## You (2026-01-01T00:00:01Z)\n\nHi *there*\n" in markdown
+    assert "\n\nHello!\n\n```py\nprint(1)\n```\n" in markdown
