@@ -23,7 +23,6 @@ from app.schema import metadata
 from app.store import ChatStore, HistoryUnavailable
 from app.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
 
-
 DATABASES = itertools.count()
 
 
