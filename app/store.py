@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Chainlit holds a session's writes back until its first message (a greeting alone makes no chat).
-queued: Callable[[Method], Method] = queue_until_user_message()  # type: ignore[no-untyped-call]  # Chainlit's decorator is unannotated
+queued: Callable[[Method], Method] = queue_until_user_message()  # type: ignore[no-untyped-call,unused-ignore]  # Chainlit's decorator is unannotated
 WriteFailure = Callable[[str], Awaitable[None]]
 # Step fields with a column of their own; the rest of Chainlit's step is kept as sent, in `details`.
 STEP_COLUMNS = {

@@ -7,6 +7,7 @@ import json
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -40,7 +41,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await chat_store.close()
 
 
-def step(step_id: str, thread_id: str, kind: str, text: str, at: int, **meta: object) -> dict[str, object]:
+def step(step_id: str, thread_id: str, kind: str, text: str, at: int, **meta: object) -> Any:
     """A step as Chainlit sends it."""
     return {
         "id": step_id,
@@ -229,7 +230,7 @@ def answer_step(step_id: str, reply_to: str, text: str, ending: str, is_error: b
 
 
 def test_the_conversation_is_rebuilt_as_the_model_saw_it():
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"id": "greeting", "type": "assistant_message", "output": "Hello!", "metadata": {}},
         {"id": "u1", "type": "user_message", "output": "one"},
         answer_step("a1", "u1", "first", "complete"),
