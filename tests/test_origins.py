@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 import socketio
 from chat_client import ChatClient
@@ -85,3 +86,24 @@ def test_rest_calls_from_a_foreign_page_get_no_cors_grant(chat_app):
     assert cors_grant(chat_app.url, FOREIGN, "OPTIONS")[0] == 400
     for origin in own_origins(chat_app.url):
         assert cors_grant(chat_app.url, origin, "OPTIONS") == (200, origin)
+
+
+async def test_a_foreign_page_cannot_read_the_chat_list(chat_app):
+    # The list needs the login cookie, which the browser would attach to a foreign page's request too.
+    tab = ChatClient(chat_app.url)
+    await tab.log_in()
+    assert (await tab.rest("POST", "/project/threads", {"pagination": {"first": 5}, "filter": {}}))[0] == 200
+    preflight = {
+        "Origin": FOREIGN,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    status, _ = await ChatClient(chat_app.url, headers=preflight, cookies=tab.cookies).rest(
+        "OPTIONS", "/project/threads"
+    )
+    assert status == 400  # the browser never sends the JSON POST itself
+    foreign = ChatClient(chat_app.url, headers={"Origin": FOREIGN}, cookies=tab.cookies)
+    async with aiohttp.ClientSession(headers={"Origin": FOREIGN, **foreign.cookie_header}) as http:
+        body = {"pagination": {"first": 5}, "filter": {}}
+        async with http.post(chat_app.url + "/project/threads", json=body) as reply:
+            assert "Access-Control-Allow-Origin" not in reply.headers  # a browser hides the answer from the page
