@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import chainlit as cl
 from chainlit.context import ChainlitContextException
-from chainlit.server import UserParam, delete_feedback, update_feedback
+from chainlit.server import UserParam, delete_feedback, sio, update_feedback
 from chainlit.session import WebsocketSession
 from chainlit.types import DeleteFeedbackRequest, UpdateFeedbackRequest
 from fastapi import FastAPI, HTTPException, Request
@@ -21,7 +21,7 @@ from starlette.responses import Response
 from app.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
 from app.config import Settings
 from app.database import async_url, create_engine
-from app.store import ChatStore
+from app.store import STORE_ERRORS, ChatStore
 from app.transcript import PREFERENCES_KEY
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,30 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
             return None
 
     guard_feedback(server, store)
+    refuse_unknown_users(store)
     return history
+
+
+def refuse_unknown_users(store: ChatStore) -> None:
+    """No chat for a login cookie of a user removed since (Chainlit would let them in, unsaved, or restore
+    their old session)."""
+    chainlit_connect = sio.handlers["/"]["connect"]
+
+    async def connect(sid: str, environ: dict[str, Any], auth: dict[str, Any]) -> Any:
+        accepted = await chainlit_connect(sid, environ, auth)
+        session = WebsocketSession.get(sid)
+        if session is None or session.user is None:
+            return accepted
+        try:
+            known = await store.get_user(session.user.identifier)
+        except STORE_ERRORS:  # the database is down: chatting goes on, unsaved
+            return accepted
+        if known is None:
+            await session.delete()
+            raise ConnectionRefusedError("authentication failed")
+        return accepted
+
+    sio.on("connect", connect)
 
 
 def guard_feedback(server: FastAPI, store: ChatStore) -> None:

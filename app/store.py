@@ -48,6 +48,9 @@ STEP_COLUMNS = {
 }
 # Chainlit's step fields that are the browser's business only, never worth a row.
 TRANSIENT_STEP_FIELDS = frozenset({"streaming", "waitForAnswer", "feedback"})
+# Threads a transaction created, known to other writes only once it commits (they run in parallel on
+# PostgreSQL, and a step must never reference a thread row that is not committed yet).
+NEW_THREADS = "new_threads"
 # Where the history cannot be written, Chainlit's own calls see this rather than a driver's error.
 STORE_ERRORS = (SQLAlchemyError, OSError, asyncio.TimeoutError)
 
@@ -81,7 +84,10 @@ class ChatStore(BaseDataLayer):
         """A transaction; a failure is logged, reported, and raised as HistoryUnavailable."""
         try:
             async with self._write_lock, self.engine.begin() as connection:
+                connection.info[NEW_THREADS] = set()
                 yield connection
+                created = connection.info.pop(NEW_THREADS)
+            self._known_threads |= created  # committed: other writes may now rely on these rows
         except STORE_ERRORS as error:
             logger.error("History: could not %s: %s", what, error)
             if self.on_write_failure is not None:
@@ -234,13 +240,13 @@ class ChatStore(BaseDataLayer):
         }
         await connection.execute(self._upsert(steps), row)
 
-    async def _ensure_thread(self, connection: AsyncConnection, thread_id: str) -> None:
+    async def _ensure_thread(self, connection: AsyncConnection, thread_id: str, cached: bool = True) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
-        if thread_id in self._known_threads:
+        if cached and thread_id in self._known_threads:
             return
         row = {"id": thread_id, "created_at": timestamp(), "metadata": {}}
         await connection.execute(self._insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
-        self._known_threads.add(thread_id)
+        connection.info[NEW_THREADS].add(thread_id)
 
     # ---- threads -----------------------------------------------------------------------
 
@@ -264,13 +270,14 @@ class ChatStore(BaseDataLayer):
         metadata: dict[str, Any] | None = None,
         tags: list[str] | None = None,
     ) -> None:
+        current_of = sa.select(threads.c.user_id, threads.c.metadata).where(threads.c.id == thread_id)
         async with self._writing("save the chat") as connection:
-            await self._ensure_thread(connection, thread_id)
-            current = (
-                await connection.execute(
-                    sa.select(threads.c.user_id, threads.c.metadata).where(threads.c.id == thread_id)
-                )
-            ).one()
+            current = (await connection.execute(current_of)).first()
+            if current is None:
+                if name is None and user_id is None:  # deleted meanwhile: a settings save does not bring it back
+                    return
+                await self._ensure_thread(connection, thread_id, cached=False)
+                current = (await connection.execute(current_of)).one()
             changes: dict[str, Any] = {}
             if name is not None:
                 changes["name"] = name

@@ -303,6 +303,9 @@ async def test_a_removed_user_and_their_chats_are_gone(two_user_app):
     with pytest.raises(PermissionError):
         await ChatClient(two_user_app.url, credentials=("carol", "carol-password")).log_in()
     assert (await carol.rest("POST", "/project/threads", LIST_ALL))[0] in (401, 404)  # her old cookie
+    carol.sio = carol._new_socket()
+    with pytest.raises(Exception, match=r"(?i)connect|refused|authenticat"):
+        await carol.connect()  # her old cookie opens no chat either
 
 
 def test_listening_beyond_loopback_needs_a_user_first(tmp_path):
