@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -21,7 +22,7 @@ from starlette.responses import Response
 from app.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
 from app.config import Settings
 from app.database import async_url, create_engine
-from app.store import STORE_ERRORS, ChatStore
+from app.store import STORE_ERRORS, ChatStore, HistoryUnavailable
 from app.transcript import PREFERENCES_KEY
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class History:
         now = time.monotonic()
         if now - self.noticed.get(session.id, -NOTICE_INTERVAL_S) < NOTICE_INTERVAL_S:
             return
+        self.noticed = {sid: at for sid, at in self.noticed.items() if now - at < NOTICE_INTERVAL_S}
         self.noticed[session.id] = now
         message = cl.ErrorMessage(content=self.notice())
         await cl.context.emitter.send_step(message.to_dict())
@@ -57,13 +59,18 @@ class History:
         """Keep the chat's settings with it (Chainlit itself saves them only on disconnect)."""
         session = cl.context.session
         if self.store is not None and session.has_first_interaction:
-            await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
+            with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store
+                await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
 
     async def thread(self) -> dict[str, Any] | None:
-        """This session's stored chat, if any."""
+        """This session's stored chat, if any; HistoryUnavailable when it cannot be read."""
         if self.store is None:
             return None
-        return dict(await self.store.get_thread(cl.context.session.thread_id) or {}) or None
+        try:
+            return dict(await self.store.get_thread(cl.context.session.thread_id) or {}) or None
+        except STORE_ERRORS as error:
+            logger.error("History: could not read the chat to export: %s", error)
+            raise HistoryUnavailable("read the chat") from error
 
 
 def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> History:
@@ -97,7 +104,8 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
             return None
 
     guard_feedback(server, store)
-    refuse_unknown_users(store)
+    if login is Login.PASSWORD:
+        refuse_unknown_users(store)
     return history
 
 

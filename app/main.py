@@ -31,6 +31,7 @@ from app.origins import lock
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
 from app.stats import AnswerStats
+from app.store import HistoryUnavailable
 from app.transcript import (
     NOT_SENT,
     Answer,
@@ -359,8 +360,13 @@ async def on_export_json(_action: cl.Action) -> None:
 
 async def send_export(kind: str) -> None:
     """Offer the stored chat as a file, in a message that is itself not kept."""
-    chat, thread = current(), await history.thread()
+    chat = current()
     if chat is None:
+        return
+    try:
+        thread = await history.thread()
+    except HistoryUnavailable:
+        await cl.context.emitter.send_step(cl.ErrorMessage(content=text(chat.lang, "history_unavailable")).to_dict())
         return
     if thread is None:
         await cl.context.emitter.send_step(cl.Message(content=text(chat.lang, "export_empty")).to_dict())

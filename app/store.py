@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from chainlit.step import StepDict
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Chainlit holds a session's writes back until its first message (a greeting alone makes no chat).
 queued: Callable[[Method], Method] = queue_until_user_message()  # type: ignore[no-untyped-call,unused-ignore]  # Chainlit's decorator is unannotated
 WriteFailure = Callable[[str], Awaitable[None]]
+Work = Callable[[AsyncConnection], Awaitable[Any]]
 # Step fields with a column of their own; the rest of Chainlit's step is kept as sent, in `details`.
 STEP_COLUMNS = {
     "id": "id",
@@ -72,35 +72,60 @@ class ChatStore(BaseDataLayer):
         # users are only those added with `make user-add` (a removed user's token creates nobody).
         self.open_registration = open_registration
         self.on_write_failure: WriteFailure | None = None
-        # SQLite has one writer at a time: queue our writes rather than meet "database is locked".
-        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+        # One writer per process commits whatever is queued in one transaction: SQLite has one writer at a
+        # time anyway, and a transaction per message costs more than the message's statements.
+        self._queue: list[tuple[Work, asyncio.Future[Any]]] = []
+        self._writer: asyncio.Task[None] | None = None
         # Statements built once: building an upsert costs more CPU than running it.
         self._statements: dict[str, sa.Insert] = {}
-        # Chats known to have a row, so a message costs one statement, not two.
+        # Chats known to have a committed row, so a message costs one statement, not two.
         self._known_threads: set[str] = set()
 
-    @contextlib.asynccontextmanager
-    async def _writing(self, what: str) -> AsyncIterator[AsyncConnection]:
-        """A transaction; a failure is logged, reported, and raised as HistoryUnavailable."""
+    async def _write(self, what: str, work: Work) -> Any:
+        """Run work in the writer's next transaction; a failure is logged, reported, raised as HistoryUnavailable."""
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append((work, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued())
         try:
-            async with self._write_lock, self.engine.begin() as connection:
-                connection.info[NEW_THREADS] = set()
-                yield connection
-                created = connection.info.pop(NEW_THREADS)
-            self._known_threads |= created  # committed: other writes may now rely on these rows
+            return await done
         except STORE_ERRORS as error:
             logger.error("History: could not %s: %s", what, error)
             if self.on_write_failure is not None:
                 await self.on_write_failure(what)
             raise HistoryUnavailable(what) from error
 
-    async def _in_background(self, what: str, work: Callable[[AsyncConnection], Awaitable[T]]) -> T | None:
+    async def _in_background(self, what: str, work: Work) -> None:
         """A write Chainlit does not await: reported like any other, never raised."""
+        with contextlib.suppress(HistoryUnavailable):
+            await self._write(what, work)
+
+    async def _write_queued(self) -> None:
+        """Commit queued writes in batches; after a failed batch each write alone, so one bad write loses no other."""
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                outcomes: list[Any] = await self._commit([work for work, _ in batch])
+            except Exception as error:  # handed to the writes' callers, which report it
+                outcomes = [error] if len(batch) == 1 else [await self._alone(work) for work, _ in batch]
+            for (_, done), outcome in zip(batch, outcomes, strict=True):
+                settle(done, outcome)
+
+    async def _alone(self, work: Work) -> Any:
+        """One write in a transaction of its own: its result, or the exception it raised."""
         try:
-            async with self._writing(what) as connection:
-                return await work(connection)
-        except HistoryUnavailable:
-            return None
+            return (await self._commit([work]))[0]
+        except Exception as error:  # handed to the write's caller
+            return error
+
+    async def _commit(self, works: list[Work]) -> list[Any]:
+        """Run the works in one transaction."""
+        async with self.engine.begin() as connection:
+            connection.info[NEW_THREADS] = set()
+            results = [await work(connection) for work in works]
+            created = connection.info.pop(NEW_THREADS)
+        self._known_threads |= created  # committed: later writes may rely on these rows
+        return results
 
     def _upsert(self, table: sa.Table) -> sa.Insert:
         """INSERT ... ON CONFLICT (id) DO UPDATE of every column, in the dialect at hand; built once per table."""
@@ -131,37 +156,37 @@ class ChatStore(BaseDataLayer):
             "metadata": user.metadata,
             "created_at": timestamp(),
         }
-        async with self._writing("create the local user") as connection:
-            # Someone else's create at the same moment wins; their row is the one returned below.
-            await connection.execute(self._insert(users).on_conflict_do_nothing(index_elements=["identifier"]), row)
+        # Someone else's create at the same moment wins; their row is the one returned below.
+        insert = self._insert(users).on_conflict_do_nothing(index_elements=["identifier"])
+        await self._write("create the local user", lambda connection: connection.execute(insert, row))
         return await self.get_user(user.identifier)
 
     # ---- feedback ----------------------------------------------------------------------
 
     async def upsert_feedback(self, feedback: Feedback) -> str:
-        async with self._writing("store feedback") as connection:
+        async def work(connection: AsyncConnection) -> str:
             thread_id = (
                 await connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == feedback.forId))
             ).scalar()
-            if thread_id is None:
-                raise HistoryUnavailable("the rated message is not in the history")
             existing = (
                 await connection.execute(sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId))
             ).scalar()
-            feedback_id = existing or feedback.id or str(uuid.uuid4())
+            feedback_id = str(existing or feedback.id or uuid.uuid4())
             row = {
                 "id": feedback_id,
                 "for_id": feedback.forId,
                 "thread_id": thread_id,
                 "value": feedback.value,
-                "comment": feedback.comment,
+                "comment": storable(feedback.comment),
             }
             await connection.execute(self._upsert(feedbacks), row)
-        return str(feedback_id)
+            return feedback_id
+
+        return str(await self._write("store feedback", work))
 
     async def delete_feedback(self, feedback_id: str) -> bool:
-        async with self._writing("delete feedback") as connection:
-            await connection.execute(sa.delete(feedbacks).where(feedbacks.c.id == feedback_id))
+        delete = sa.delete(feedbacks).where(feedbacks.c.id == feedback_id)
+        await self._write("delete feedback", lambda connection: connection.execute(delete))
         return True
 
     async def feedback_owner(self, *, feedback_id: str = "", step_id: str = "") -> str:
@@ -226,9 +251,9 @@ class ChatStore(BaseDataLayer):
         await self._ensure_thread(connection, thread_id)
         row = {column: step.get(field) for field, column in STEP_COLUMNS.items()}
         row |= {
-            "name": row["name"] or "",
-            "input": row["input"] or "",
-            "output": row["output"] or "",
+            "name": storable(row["name"]),
+            "input": storable(row["input"]),
+            "output": storable(row["output"]),
             "is_error": bool(row["is_error"]),
             "created_at": row["created_at"] or timestamp(),
             "metadata": row["metadata"] or {},
@@ -256,10 +281,12 @@ class ChatStore(BaseDataLayer):
             return str((await connection.execute(query)).scalar() or "")
 
     async def delete_thread(self, thread_id: str) -> None:
-        async with self._writing("delete a chat") as connection:
+        async def work(connection: AsyncConnection) -> None:
             for table in (feedbacks, elements, steps):
                 await connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
             await connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
+
+        await self._write("delete a chat", work)
         self._known_threads.discard(thread_id)
 
     async def update_thread(
@@ -271,7 +298,8 @@ class ChatStore(BaseDataLayer):
         tags: list[str] | None = None,
     ) -> None:
         current_of = sa.select(threads.c.user_id, threads.c.metadata).where(threads.c.id == thread_id)
-        async with self._writing("save the chat") as connection:
+
+        async def work(connection: AsyncConnection) -> None:
             current = (await connection.execute(current_of)).first()
             if current is None:
                 if name is None and user_id is None:  # deleted meanwhile: a settings save does not bring it back
@@ -280,7 +308,7 @@ class ChatStore(BaseDataLayer):
                 current = (await connection.execute(current_of)).one()
             changes: dict[str, Any] = {}
             if name is not None:
-                changes["name"] = name
+                changes["name"] = storable(name)
             if user_id is not None and current.user_id is None:
                 # A chat's owner is set once: a later caller can never take it over.
                 changes["user_id"] = user_id
@@ -290,6 +318,8 @@ class ChatStore(BaseDataLayer):
                 changes["tags"] = tags
             if changes:
                 await connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
+
+        await self._write("save the chat", work)
 
     async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> PaginatedResponse[ThreadDict]:
         query = (
@@ -362,6 +392,21 @@ class ChatStore(BaseDataLayer):
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+
+def storable(text: str | None) -> str:
+    """Text as both databases can keep it: PostgreSQL refuses NUL characters (a model may emit one)."""
+    return (text or "").replace("\x00", "")
+
+
+def settle(done: asyncio.Future[Any], outcome: Any) -> None:
+    """Hand a write's result (or exception) to its caller, unless the caller stopped waiting."""
+    if done.done():
+        return
+    if isinstance(outcome, BaseException):
+        done.set_exception(outcome)
+    else:
+        done.set_result(outcome)
 
 
 def persisted_user(row: RowMapping) -> PersistedUser:

@@ -117,6 +117,7 @@ class ChatClient:
             auth=auth,
             headers={"Accept-Language": self.language, **self.headers, **self.cookie_header},
             transports=list(self.transports),
+            wait_timeout=20,  # the page's socket.io client waits 20 s (python-socketio's default: 1 s)
         )
         await self.sio.emit("connection_successful")
 

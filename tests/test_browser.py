@@ -192,9 +192,9 @@ def test_greeting_and_starters_in_english(browser, chat_app):
     greeting = page.locator(ANSWERS).first
     expect(greeting).to_contain_text("Hello! I'm ernie-tiny", timeout=30_000)
     for label in ("Explain simply", "Write a poem", "Python help"):
-        expect(page.get_by_role("button", name=label)).to_be_visible()
+        expect(page.get_by_role("button", name=label, exact=True)).to_be_visible()
     shoot(page, "english")
-    page.get_by_role("button", name="Write a poem").click()
+    page.get_by_role("button", name="Write a poem", exact=True).click()
     expect(page.locator(USER_MESSAGES).first).to_contain_text("four-line poem")
     wait_answer_done(page, 2)
     page.context.close()
@@ -221,7 +221,7 @@ def test_new_chat_starts_with_an_empty_history(browser, chat_app, vllm):
     send(page, "remember the word PINEAPPLE")
     wait_answer_done(page, 2)
     page.click("#new-chat-button")
-    page.get_by_role("button", name="Confirm").click()
+    page.get_by_role("button", name="Confirm", exact=True).click()
     expect(page.locator(USER_MESSAGES)).to_have_count(0, timeout=10_000)
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
     send(page, "what was the word?")
@@ -234,7 +234,7 @@ def test_new_chat_starts_with_an_empty_history(browser, chat_app, vllm):
 def test_chinese_browser_gets_chinese_ui_greeting_and_settings(browser, chat_app):
     page = open_chat(browser, chat_app.url, locale="zh-CN")
     expect(page.locator(ANSWERS).first).to_contain_text("你好！我是 ernie-tiny", timeout=30_000)
-    expect(page.get_by_role("button", name="写一首诗")).to_be_visible()
+    expect(page.get_by_role("button", name="写一首诗", exact=True)).to_be_visible()
     expect(page.locator("#chat-input")).to_have_attribute("placeholder", "在此输入您的消息...")
     shoot(page, "chinese")
     page.click("#chat-settings-open-modal")
@@ -250,7 +250,7 @@ def test_regenerate_and_edit_update_the_history(browser, chat_app, vllm):
     send(page, "original question")
     wait_answer_done(page, 2)
     before = len(vllm.logged_requests())
-    page.get_by_role("button", name="Regenerate").click()
+    page.get_by_role("button", name="Regenerate", exact=True).click()
     wait_for_request(vllm, before)  # the old answer stays done until the regenerated one replaces it
     expect(page.locator(ANSWERS)).to_have_count(2, timeout=30_000)
     wait_answer_done(page, 2)
@@ -338,7 +338,7 @@ def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm
         for text in said:
             expect(answers.filter(has_text=text.strip()[:30])).to_have_count(1)
         expect(answers.last.get_by_test_id("answer-stats")).to_be_visible()
-        expect(page.get_by_role("button", name="Export Markdown")).to_be_visible(timeout=10_000)
+        expect(page.get_by_role("button", name="Export Markdown", exact=True)).to_be_visible(timeout=10_000)
         shoot(page, "history")
         page.click("#chat-settings-open-modal")
         expect(page.locator("#system_prompt")).to_have_value("Remember pelicans.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import stat
@@ -284,3 +285,28 @@ def test_exports_hold_exactly_what_was_said():
     assert markdown.startswith("# Greetings\n") and "Task manually stopped" not in markdown
     assert "## You (2026-01-01T00:00:01Z)\n\nHi *there*\n" in markdown
     assert "\n\nHello!\n\n```py\nprint(1)\n```\n" in markdown
+
+
+async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no_other(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier="me"))
+    assert user is not None
+    await store.update_thread("t1", name="batch", user_id=user.id)
+    writes = [
+        store.create_step(step(f"s{index}", "t1", "user_message", f"message {index}", index)) for index in range(20)
+    ]
+    bad = store.upsert_feedback(Feedback(forId="no-such-message", value=1))  # its thread cannot be found
+    outcomes = await asyncio.gather(*writes, bad, return_exceptions=True)
+    assert isinstance(outcomes[-1], HistoryUnavailable) and outcomes[:-1] == [None] * 20
+    thread = await store.get_thread("t1")
+    assert thread is not None and [s["output"] for s in thread["steps"]] == [f"message {index}" for index in range(20)]
+
+
+async def test_text_with_a_nul_character_is_kept_without_it(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier="me"))
+    assert user is not None
+    await store.update_thread("t1", name="a\x00b", user_id=user.id)
+    await store.create_step(step("u1", "t1", "user_message", "before\x00after", 1))
+    thread = await store.get_thread("t1")
+    assert thread is not None and thread["name"] == "ab" and thread["steps"][0]["output"] == "beforeafter"
