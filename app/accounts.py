@@ -157,8 +157,10 @@ def startup_login(settings: Settings) -> Login:
         return Login.NONE
     try:
         url = async_url(settings.database_url, settings.data_dir)
+    except ValueError as error:
+        raise HistoryUnreachable(f"DATABASE_URL={settings.database_url}: {error}") from error
+    try:
         users = asyncio.run(prepare(url))
     except Exception as error:  # any driver's refusal (unreachable, bad password, no such database ...)
-        where = describe(url) if "url" in locals() else f"DATABASE_URL={settings.database_url}"
-        raise HistoryUnreachable(f"the history database {where} cannot be opened: {error}") from error
+        raise HistoryUnreachable(f"the history database {describe(url)} cannot be opened: {error}") from error
     return login_mode(history=True, chat_host=settings.chat_host, password_users=users)

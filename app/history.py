@@ -32,10 +32,9 @@ NOTICE_INTERVAL_S = 60.0
 
 @dataclass
 class History:
-    """The store (None with history off), the login in force, and which chats were told of failures."""
+    """The store (None with history off), and which chats were told of failures."""
 
     store: ChatStore | None
-    login: Login
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
 
@@ -79,12 +78,12 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
     if login is Login.NONE:
         # Chainlit would start its own PostgreSQL layer from DATABASE_URL: no history means none.
         cl.data_layer(lambda: None)  # type: ignore[arg-type,return-value]  # Chainlit accepts None at run time
-        return History(None, login)
+        return History(None)
     os.environ["CHAINLIT_AUTH_SECRET"] = auth_secret(settings.data_dir)
     store = ChatStore(
         create_engine(async_url(settings.database_url, settings.data_dir)), open_registration=login is Login.LOCAL
     )
-    history = History(store, login, notice=notice)
+    history = History(store, notice=notice)
     store.on_write_failure = history.notify_write_failure
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:
