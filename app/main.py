@@ -40,6 +40,7 @@ from app.transcript import (
     export_markdown,
     last_answer_id,
     preferences_of,
+    stats_of,
 )
 
 settings = get_settings()
@@ -155,6 +156,7 @@ async def on_chat_resume(thread: ThreadDict) -> None:
         lang=session_language(),
         conversation=conversation_of(thread["steps"]),
         resumed_answer=last_answer_id(thread["steps"]),
+        resumed_stats=stats_of(thread["steps"]),
     )
     cl.user_session.set("chat", chat)
     await settings_panel(chat).send()
@@ -313,22 +315,26 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         window=model.max_model_len,
         stopped=ending is Ending.STOPPED,
     )
-    reply.elements = [stats_element(stats.describe(chat.lang))]  # type: ignore[list-item]  # Chainlit's type is narrower than what it sends
     record = Answer(message_id, ending, model.name, dataclasses.asdict(stats))
     if reply.content or failure is None:
         reply.metadata = record.as_metadata()
         await reply.send()
+        await show_stats(chat, reply.id, stats)
         await offer_actions(chat, reply.id)
     if failure is not None:
         await say_error(chat, failure, None if reply.content else record)
 
 
-def stats_element(line: str) -> cl.CustomElement:
-    """The small line under an answer (public/elements/AnswerStats.jsx)."""
-    props = {"text": line}
+async def show_stats(chat: ChatSession, answer_id: str, stats: AnswerStats) -> None:
+    """The small line under an answer (public/elements/AnswerStats.jsx), drawn from the answer's stored stats.
+
+    Not stored itself: a resumed chat draws it again from the answer's metadata, one write less per answer.
+    """
+    props = {"text": stats.describe(chat.lang)}
     # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
     url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()
-    return cl.CustomElement(name="AnswerStats", props=props, display="inline", url=url)
+    element = cl.CustomElement(name="AnswerStats", props=props, display="inline", url=url)
+    await element.send(for_id=answer_id, persist=False)
 
 
 async def offer_actions(chat: ChatSession, answer_id: str) -> None:
@@ -405,8 +411,10 @@ async def on_connection_successful(sid: str) -> None:
         await context.emitter.task_start()
     if chat is not None and chat.resumed_answer is not None:
         # Only now: the page replaces its messages with the thread's after on_chat_resume.
+        for answer_id, stats in chat.resumed_stats.items():
+            await show_stats(chat, answer_id, stats)
         await offer_actions(chat, chat.resumed_answer)
-        chat.resumed_answer = None
+        chat.resumed_answer, chat.resumed_stats = None, {}
 
 
 chainlit_clear_session = sio.handlers["/"]["clear_session"]

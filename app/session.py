@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from app.conversation import Conversation
 from app.preferences import Preferences
+from app.stats import AnswerStats
 
 if TYPE_CHECKING:
     import chainlit as cl
@@ -25,8 +26,10 @@ class ChatSession:
     # The newest answer, which carries the regenerate (and export) buttons.
     last_answer_id: str | None = None
     answer_actions: list[cl.Action] = field(default_factory=list)
-    # Set by a resume: the answer to give those buttons once the page shows the past messages.
+    # Set by a resume: the answer to give those buttons, and each answer's stats line, once the page
+    # shows the past messages.
     resumed_answer: str | None = None
+    resumed_stats: dict[str, AnswerStats] = field(default_factory=dict)
 
     @property
     def generating(self) -> bool:

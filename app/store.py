@@ -229,11 +229,13 @@ class ChatStore(BaseDataLayer):
 
     @queued
     async def create_step(self, step_dict: StepDict) -> None:
-        await self._in_background("save a message", lambda connection: self._put_step(connection, step_dict))
+        if shown(step_dict):
+            await self._in_background("save a message", lambda connection: self._put_step(connection, step_dict))
 
     @queued
     async def update_step(self, step_dict: StepDict) -> None:
-        await self._in_background("save a message", lambda connection: self._put_step(connection, step_dict))
+        if shown(step_dict):
+            await self._in_background("save a message", lambda connection: self._put_step(connection, step_dict))
 
     @queued
     async def delete_step(self, step_id: str) -> None:
@@ -379,7 +381,12 @@ class ChatStore(BaseDataLayer):
             element_rows = (
                 await connection.execute(sa.select(elements.c.details).where(elements.c.thread_id == thread_id))
             ).scalars()
-            return thread_dict(thread._mapping, [step_dict(row._mapping) for row in step_rows], list(element_rows))
+            step_list = [step_dict(row._mapping) for row in step_rows]
+            stored = {step["id"] for step in step_list}
+            for step in step_list:
+                if step.get("parentId") not in stored:  # its parent was a handler's run step: the page would drop it
+                    step["parentId"] = None
+            return thread_dict(thread._mapping, step_list, list(element_rows))
 
     # ---- the rest of the interface -----------------------------------------------------
 
@@ -392,6 +399,14 @@ class ChatStore(BaseDataLayer):
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+
+def shown(step: StepDict) -> bool:
+    """Whether a step is worth storing: not the "run" step Chainlit wraps around each handler.
+
+    Those carry nothing the page shows (chain of thought is hidden) and cost two writes per message.
+    """
+    return step.get("type") != "run"
 
 
 def storable(text: str | None) -> str:

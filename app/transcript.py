@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from typing import Any
 
 from app.conversation import Conversation, Ending, Turn
 from app.preferences import Preferences, apply_changes
+from app.stats import AnswerStats
 
 # Step metadata key under which an answer (or the error that replaced it) records its turn.
 TURN_KEY = "turn"
@@ -79,6 +81,17 @@ def last_answer_id(steps: Sequence[Mapping[str, Any]]) -> str | None:
         if answer_of(step) is not None and not step.get("isError"):
             return str(step["id"])
     return None
+
+
+def stats_of(steps: Sequence[Mapping[str, Any]]) -> dict[str, AnswerStats]:
+    """Each shown answer's stats, by answer id (a record from an older layout is skipped)."""
+    found: dict[str, AnswerStats] = {}
+    for step in steps:
+        answer = answer_of(step)
+        if answer is not None and answer.stats is not None and not step.get("isError"):
+            with contextlib.suppress(TypeError):
+                found[str(step["id"])] = AnswerStats(**answer.stats)
+    return found
 
 
 def exported_messages(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

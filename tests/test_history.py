@@ -114,8 +114,17 @@ async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_resta
     assert restored["system_prompt"] == "RESUME-CHECK" and restored["temperature"] == 0.3
     assert restored["max_tokens"] == 8
 
-    # The newest answer gets its buttons back (they are not part of the stored chat).
-    newest = [s for s in shown if s["type"] == "assistant_message" and s["metadata"].get("turn")][-1]
+    # Every message is one the page can place (a parent it has or none), and Chainlit's run steps
+    # around handlers are not stored.
+    assert all(s["type"] in ("user_message", "assistant_message") for s in shown)
+    assert all(s["parentId"] in (None, *(p["id"] for p in shown)) for s in shown)
+    answered = [s for s in shown if s["type"] == "assistant_message" and s["metadata"].get("turn")]
+    # The newest answer gets its buttons back and every answer its stats line (neither is stored).
+    newest = answered[-1]
+    await again.wait_for(lambda: len(again.events_since(0, "element")) == len(answered), 10)
+    lines = {e["forId"]: e["props"]["text"] for e in again.events_since(0, "element")}
+    assert set(lines) == {s["id"] for s in answered} and all(" tokens · " in line for line in lines.values())
+    assert "stopped" in lines[answered[-1]["id"]]
     await again.wait_for(lambda: len(again.actions(newest["id"])) == 3, 10)
     assert [a["name"] for a in again.actions(newest["id"])] == ["regenerate", "export_markdown", "export_json"]
 

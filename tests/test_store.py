@@ -73,17 +73,22 @@ async def test_a_chat_round_trips_with_its_steps_elements_and_feedback(store):
     assert user is not None
     await store.update_thread("t1", name="zebras", user_id=user.id)
     await store.create_step(step("u1", "t1", "user_message", "tell me about zebras", 1))
+    run = step("r1", "t1", "run", "", 1) | {"parentId": "u1"}  # Chainlit's step around on_message
+    await store.create_step(run)
     answer = step("a1", "t1", "assistant_message", "Stripes.", 2, turn={"reply_to": "u1", "ending": "complete"})
+    answer["parentId"] = "r1"
     await store.create_step(answer)
+    await store.update_step(run | {"output": "done"})
     await store.update_step({**answer, "output": "Black and white stripes."})
     feedback_id = await store.upsert_feedback(Feedback(forId="a1", value=1, comment="nice"))
     assert await store.upsert_feedback(Feedback(forId="a1", value=0)) == feedback_id  # one rating per answer
 
     thread = await store.get_thread("t1")
     assert thread is not None and thread["userIdentifier"] == "local" and thread["name"] == "zebras"
-    assert [(s["id"], s["output"]) for s in thread["steps"]] == [
-        ("u1", "tell me about zebras"),
-        ("a1", "Black and white stripes."),
+    # The run step is not kept, and the answer it wrapped is one the page can still place.
+    assert [(s["id"], s["output"], s["parentId"]) for s in thread["steps"]] == [
+        ("u1", "tell me about zebras", None),
+        ("a1", "Black and white stripes.", None),
     ]
     assert thread["steps"][1]["metadata"] == {"turn": {"reply_to": "u1", "ending": "complete"}}
     assert thread["steps"][1]["feedback"]["value"] == 0 and "streaming" not in thread["steps"][1]
