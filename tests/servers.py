@@ -208,6 +208,7 @@ class VllmServer:
     api_key: str = "test-key"
     model: str = ""
     cpus: set[int] | None = None
+    quant: str = "none"
     running: Process = field(default_factory=Process)
 
     @property
@@ -232,6 +233,7 @@ class VllmServer:
             MAX_MODEL_LEN=str(self.max_model_len),
             MAX_NUM_SEQS="64",
             PROFILE="dev",
+            QUANT=self.quant,
             API_KEY=self.api_key,
             VLLM_LOGGING_CONFIG_PATH=str(ROOT / "tests" / "vllm_logging.json"),
             VLLM_EXTRA_ARGS="--enable-log-requests --max-log-len 100000",

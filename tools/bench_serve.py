@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import statistics
@@ -24,9 +25,11 @@ from openai import AsyncOpenAI
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serving.machine import detect  # noqa: E402  # after the sys.path line above
+from serving.errors import ServeError  # noqa: E402  # after the sys.path line above
+from serving.machine import detect, probe_cpu_kernels  # noqa: E402  # after the sys.path line above
 from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402  # after the sys.path line above
 from serving.priority import lower_priority  # noqa: E402  # after the sys.path line above
+from serving.quantize import Quant, ensure_checkpoint, quality  # noqa: E402  # after the sys.path line above
 
 PROMPT_TOKENS = 487
 
@@ -44,6 +47,11 @@ def memory_bandwidth_gbs() -> float:
         subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(os.cpu_count() or 1)
     ]
     return sum(float(p.communicate()[0]) for p in runs) / 1e9
+
+
+def weight_bytes(folder: Path) -> int:
+    """Bytes of the safetensors files: what one decoding step reads (the tied head is stored once)."""
+    return sum(path.stat().st_size for path in folder.glob("*.safetensors"))
 
 
 def peak_rss_gib(pid: int) -> float:
@@ -159,16 +167,17 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument(
         "--configs",
-        default="chosen,defaults",
-        help="comma-separated: chosen, defaults, dev (eager), fp32, no-preload, one-thread, "
-        "vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
+        default="chosen,int8,int4,defaults",
+        help="comma-separated: chosen, defaults, int8 and int4 (QUANT), dev (eager), fp32, no-preload, "
+        "one-thread, vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
         "nice-0 (vLLM at the client's CPU priority)",
     )
     args = parser.parse_args()
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
     (ROOT / "bench-results").mkdir(exist_ok=True)
     shape = ModelShape.from_config(json.loads(Path(args.model, "config.json").read_text()))
-    machine = detect(server_venv)
+    machine = dataclasses.replace(detect(server_venv), **probe_cpu_kernels(server_venv))
+    quant_venv = os.environ.get("QUANT_VENV", ".venv-quant")
     port = 8199
     base = ServeSettings(
         model=args.model, served_model_name="ernie", vllm_port=port, max_model_len=2048, max_num_seqs=8
@@ -189,6 +198,8 @@ def main() -> int:
     ]
     variants: dict[str, tuple[ServeSettings, dict[str, str | None]]] = {
         "chosen": (base, {}),
+        "int8": (base.model_copy(update={"quant": Quant.INT8}), {}),
+        "int4": (base.model_copy(update={"quant": Quant.INT4}), {}),
         "dev": (base.model_copy(update={"profile": "dev"}), {}),
         "nice-0": (base.model_copy(update={"vllm_nice": 0}), {}),
         "fp32": (base.model_copy(update={"dtype": "float32"}), {}),
@@ -198,18 +209,27 @@ def main() -> int:
         **{f"batched-{n}": (base.model_copy(update={"max_num_batched_tokens": n}), {}) for n in (256, 1024, 8192)},
     }
     bandwidth = memory_bandwidth_gbs()
-    weights = shape.parameters * 2
-    bound = bandwidth * 1e9 / weights
     rows = []
     for name in args.configs.split(","):
         try:
+            extra: dict[str, Any] = {"weights": weight_bytes(Path(args.model)), "top1": None, "kl": None}
             if name == "defaults":
-                rows.append(run_config(name, plain, {}, port=port, model="ernie", tokens=args.tokens))
+                rows.append(extra | run_config(name, plain, {}, port=port, model="ernie", tokens=args.tokens))
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
+                if plan.checkpoint is not None:
+                    checkpoint = ensure_checkpoint(args.model, plan.checkpoint, quant_venv)
+                    guard = quality(checkpoint)
+                    extra = {
+                        "weights": weight_bytes(checkpoint),
+                        "top1": guard["top1_agreement"],
+                        "kl": guard["mean_kl"],
+                    }
+                    extra["build_s"] = guard["build_s"]
                 rows.append(
-                    run_config(
+                    extra
+                    | run_config(
                         name,
                         plan.argv,
                         {**plan.env, **override},
@@ -219,26 +239,38 @@ def main() -> int:
                         nice=plan.nice,
                     )
                 )
-        except (RuntimeError, OSError) as error:  # one broken configuration must not lose the others
+        except (RuntimeError, OSError, ServeError) as error:  # one broken configuration must not lose the others
             print(f"{name} failed: {error}", file=sys.stderr, flush=True)
             continue
         print(f"{name} done: {rows[-1]}", file=sys.stderr, flush=True)
+    print(report(rows, bandwidth))
+    return 0
+
+
+def report(rows: list[dict[str, Any]], bandwidth: float) -> str:
+    """The table, also written to bench-results/bench-serve.md."""
     lines = [
-        f"Memory bandwidth {bandwidth:.1f} GB/s; bf16 weights {weights / 1e9:.2f} GB → bs=1 bound {bound:.1f} tok/s",
+        f"Memory bandwidth {bandwidth:.1f} GB/s (two copying processes); "
+        "a row's bs=1 bound is that ÷ the weight bytes it reads per token.",
         "",
-        "| config | start-up s | 1 stream tok/s | % of bound | TTFT ms | 8 streams tok/s | peak RSS GiB |",
-        "|---|---|---|---|---|---|---|",
+        "| config | weights GB | start-up s | 1 stream tok/s | % of bound | TTFT ms | 8 streams tok/s | peak RSS GiB "
+        "| top-1 vs bf16 | KL vs bf16 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        bound = bandwidth * 1e9 / row["weights"]
+        guard = "| — | — |" if row["top1"] is None else f"| {row['top1']:.3f} | {row['kl']:.4f} |"
         lines.append(
-            f"| {row['config']} | {row['ready_s']:.0f} | {row['single_tps']:.1f} | "
+            f"| {row['config']} | {row['weights'] / 1e9:.2f} | {row['ready_s']:.0f} | {row['single_tps']:.1f} | "
             f"{100 * row['single_tps'] / bound:.0f} % | {row['ttft_ms']:.0f} | {row['multi_tps']:.1f} | "
-            f"{row['rss_gib']:.1f} |"
+            f"{row['rss_gib']:.1f} {guard}"
         )
-    report = "\n".join(lines)
-    (ROOT / "bench-results" / "bench-serve.md").write_text(report + "\n")
-    print(report)
-    return 0
+    builds = [f"{row['config']} {row['build_s']:.0f} s" for row in rows if "build_s" in row]
+    if builds:
+        lines += ["", "Checkpoint build (llm-compressor, once, cached): " + ", ".join(builds)]
+    text = "\n".join(lines)
+    (ROOT / "bench-results" / "bench-serve.md").write_text(text + "\n")
+    return text
 
 
 if __name__ == "__main__":
