@@ -23,6 +23,9 @@ PYTEST_ARGS ?=
 # The user make user-add / user-remove act on.
 NAME ?=
 BENCH_ARGS ?=
+# llama.cpp for bench-serve's side-by-side rows: built from the source the llama-cpp-python sdist carries.
+LLAMA_CPP_PYTHON_VERSION ?= 0.3.36
+LLAMA_CPP_DIR ?= .cache/llama.cpp
 BENCH_SERVE_ARGS ?=
 
 APP_PY := $(APP_VENV)/bin/python
@@ -143,6 +146,12 @@ test: test-deps lint ## Install what is needed, check style and types, run every
 .PHONY: bench
 bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) tools/bench_app.py $(BENCH_ARGS)
+
+.PHONY: install-llama-cpp
+install-llama-cpp: $(LLAMA_CPP_DIR)/bin/llama-server ## Build llama.cpp's server and quantizer for bench-llama-cpp (once; ~15 min on 2 cores)
+
+$(LLAMA_CPP_DIR)/bin/llama-server: tools/build_llama_cpp.sh | install-app
+	bash tools/build_llama_cpp.sh $(LLAMA_CPP_DIR) $(LLAMA_CPP_PYTHON_VERSION) $(APP_VENV)/bin/pip
 
 .PHONY: bench-serve
 bench-serve: install install-quant full-model ## Benchmark vLLM (make serve's flags, plain defaults, QUANT int8/int4) on the full-size random model

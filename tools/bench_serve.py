@@ -49,9 +49,50 @@ def memory_bandwidth_gbs() -> float:
     return sum(float(p.communicate()[0]) for p in runs) / 1e9
 
 
+# llama.cpp's types matching the vLLM rows: bf16, 8-bit, 4-bit (Q4_K_M keeps its output matrix at 6 bits).
+LLAMA_TYPES = {"llama-bf16": "BF16", "llama-q8_0": "Q8_0", "llama-q4_k_m": "Q4_K_M"}
+
+
+def gguf_of(model: Path, kind: str, llama_dir: Path, server_python: str) -> Path:
+    """The model as GGUF of a llama.cpp type (llama.cpp's converter at bf16, then llama-quantize), cached beside it."""
+    bf16 = model.with_name(f"{model.name}.bf16.gguf")
+    source_time = max(path.stat().st_mtime for path in model.iterdir())
+    if not bf16.exists() or bf16.stat().st_mtime < source_time:
+        print(f"converting {model} to GGUF (bf16)", file=sys.stderr, flush=True)
+        command = [server_python, str(llama_dir / "convert_hf_to_gguf.py"), str(model), "--outtype", "bf16"]
+        env = {**os.environ, "PYTHONPATH": str(llama_dir / "gguf-py")}
+        subprocess.run([*command, "--outfile", str(bf16)], env=env, check=True, stdout=subprocess.DEVNULL)
+    if kind == "BF16":
+        return bf16
+    out = model.with_name(f"{model.name}.{kind.lower()}.gguf")
+    if not out.exists() or out.stat().st_mtime < bf16.stat().st_mtime:
+        quantize = [str(llama_dir / "bin" / "llama-quantize"), str(bf16), str(out), kind]
+        subprocess.run(quantize, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def llama_server(gguf: Path, llama_dir: Path, port: int, threads: int) -> list[str]:
+    """llama.cpp's server as a CPU user runs it: all cores, 8 parallel slots (continuous batching)."""
+    return [
+        str(llama_dir / "bin" / "llama-server"),
+        *("-m", str(gguf), "--alias", "ernie", "--host", "127.0.0.1", "--port", str(port)),
+        *("-t", str(threads), "-tb", str(threads), "-np", "8", "-c", str(8 * 2048), "--jinja"),
+    ]
+
+
 def weight_bytes(folder: Path) -> int:
-    """Bytes of the safetensors files: what one decoding step reads (the tied head is stored once)."""
-    return sum(path.stat().st_size for path in folder.glob("*.safetensors"))
+    """Bytes of weights one decoding step reads: every tensor, but an untied embedding only by its looked-up rows."""
+    sizes: dict[str, int] = {}
+    for path in folder.glob("*.safetensors"):
+        with path.open("rb") as handle:
+            header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+        for name, tensor in header.items():
+            if name != "__metadata__":
+                start, end = tensor["data_offsets"]
+                sizes[name] = end - start
+    if "lm_head.weight" in sizes:
+        sizes.pop("model.embed_tokens.weight", None)
+    return sum(sizes.values())
 
 
 def peak_rss_gib(pid: int) -> float:
@@ -71,18 +112,20 @@ def peak_rss_gib(pid: int) -> float:
     return total / 2**30
 
 
-async def prompt_of(client: AsyncOpenAI, model: str, root: str, tag: str, target: int) -> str:
-    """A user message whose rendered prompt is about `target` tokens (distinct per tag: no prefix cache hits)."""
+async def prompt_of(client: AsyncOpenAI, model: str, tag: str, target: int) -> str:
+    """A user message whose rendered prompt is about `target` tokens (distinct per tag: no prefix cache hits).
+
+    Sized from the server's own usage figures, so vLLM and llama-server each count with their tokenizer.
+    """
 
     def text(words: int) -> str:
         return f"{tag} " + " ".join(["the quick brown fox"] * words)
 
-    count = await client.post(
-        f"{root}/tokenize",
-        cast_to=dict[str, Any],
-        body={"model": model, "messages": [{"role": "user", "content": text(50)}], "add_generation_prompt": True},
+    reply = await client.chat.completions.create(
+        model=model, max_tokens=1, messages=[{"role": "user", "content": text(50)}]
     )
-    return text(max(1, round(50 * target / int(count["count"]))))
+    counted = reply.usage.prompt_tokens if reply.usage else 0
+    return text(max(1, round(50 * target / max(counted, 1))))
 
 
 async def stream_once(client: AsyncOpenAI, model: str, content: str, tokens: int) -> tuple[float, float, int]:
@@ -98,25 +141,26 @@ async def stream_once(client: AsyncOpenAI, model: str, content: str, tokens: int
         stream_options={"include_usage": True},
         messages=[{"role": "user", "content": content}],
     )
+    chunks = 0
     async with stream:
         async for chunk in stream:
             if chunk.usage:
                 count = chunk.usage.completion_tokens
-            if first is None and chunk.choices and chunk.choices[0].delta.content:
-                first = time.perf_counter()
+            if chunk.choices and chunk.choices[0].delta.content:
+                first = first or time.perf_counter()
+                chunks += 1
     ended = time.perf_counter()
-    return (first or ended) - started, ended - (first or ended), count
+    return (first or ended) - started, ended - (first or ended), count or chunks
 
 
 async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
-    root = base_url.removesuffix("/v1")
     await stream_once(client, model, "warm-up", 8)
     singles = [
-        await stream_once(client, model, await prompt_of(client, model, root, f"single {i}", PROMPT_TOKENS), tokens)
+        await stream_once(client, model, await prompt_of(client, model, f"single {i}", PROMPT_TOKENS), tokens)
         for i in range(3)
     ]
-    prompts = [await prompt_of(client, model, root, f"multi {i}", PROMPT_TOKENS) for i in range(8)]
+    prompts = [await prompt_of(client, model, f"multi {i}", PROMPT_TOKENS) for i in range(8)]
     started = time.perf_counter()
     many = await asyncio.gather(*(stream_once(client, model, prompt, tokens) for prompt in prompts))
     elapsed = time.perf_counter() - started
@@ -165,14 +209,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(ROOT / ".cache/models/ernie-full-random"))
     parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--llama-cpp", type=Path, default=ROOT / ".cache/llama.cpp", help="make install-llama-cpp's")
     parser.add_argument(
         "--configs",
-        default="chosen,int8,int4,defaults",
-        help="comma-separated: chosen, defaults, int8 and int4 (QUANT), dev (eager), fp32, no-preload, "
+        default="",
+        help="comma-separated (default: chosen, int8, int4, defaults and the llama.cpp rows once built): "
+        "chosen, defaults, int8 and int4 (QUANT), llama-bf16, llama-q8_0, llama-q4_k_m, dev (eager), fp32, no-preload, "
         "one-thread, vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
         "nice-0 (vLLM at the client's CPU priority)",
     )
     args = parser.parse_args()
+    llama_built = (args.llama_cpp / "bin" / "llama-server").exists()
+    args.configs = args.configs or "chosen,int8,int4,defaults" + (",llama-bf16,llama-q8_0,llama-q4_k_m" * llama_built)
     server_venv = os.environ.get("SERVER_VENV", ".venv-vllm")
     (ROOT / "bench-results").mkdir(exist_ok=True)
     shape = ModelShape.from_config(json.loads(Path(args.model, "config.json").read_text()))
@@ -209,12 +257,19 @@ def main() -> int:
         **{f"batched-{n}": (base.model_copy(update={"max_num_batched_tokens": n}), {}) for n in (256, 1024, 8192)},
     }
     bandwidth = memory_bandwidth_gbs()
-    rows = []
+    rows, failures = [], []
     for name in args.configs.split(","):
         try:
             extra: dict[str, Any] = {"weights": weight_bytes(Path(args.model)), "top1": None, "kl": None}
             if name == "defaults":
                 rows.append(extra | run_config(name, plain, {}, port=port, model="ernie", tokens=args.tokens))
+            elif name in LLAMA_TYPES:
+                gguf = gguf_of(Path(args.model), LLAMA_TYPES[name], args.llama_cpp, python)
+                argv = llama_server(gguf, args.llama_cpp, port, machine.physical_cores)
+                extra["weights"] = gguf.stat().st_size
+                # At nice 0: llama-server shut down after its first request when started at nice 10 (vLLM's,
+                # which measured no different from nice 0; nothing else runs during the benchmark).
+                rows.append(extra | run_config(name, argv, {}, port=port, model="ernie", tokens=args.tokens))
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
@@ -239,15 +294,16 @@ def main() -> int:
                         nice=plan.nice,
                     )
                 )
-        except (RuntimeError, OSError, ServeError) as error:  # one broken configuration must not lose the others
+        except (RuntimeError, OSError, ServeError, subprocess.CalledProcessError) as error:  # keep the others
             print(f"{name} failed: {error}", file=sys.stderr, flush=True)
+            failures.append(f"{name}: {error}")
             continue
         print(f"{name} done: {rows[-1]}", file=sys.stderr, flush=True)
-    print(report(rows, bandwidth))
+    print(report(rows, bandwidth, failures))
     return 0
 
 
-def report(rows: list[dict[str, Any]], bandwidth: float) -> str:
+def report(rows: list[dict[str, Any]], bandwidth: float, failures: list[str]) -> str:
     """The table, also written to bench-results/bench-serve.md."""
     lines = [
         f"Memory bandwidth {bandwidth:.1f} GB/s (two copying processes); "
@@ -268,6 +324,7 @@ def report(rows: list[dict[str, Any]], bandwidth: float) -> str:
     builds = [f"{row['config']} {row['build_s']:.0f} s" for row in rows if "build_s" in row]
     if builds:
         lines += ["", "Checkpoint build (llm-compressor, once, cached): " + ", ".join(builds)]
+    lines += ["", *(f"Not measured: {failure}" for failure in failures)] if failures else []
     text = "\n".join(lines)
     (ROOT / "bench-results" / "bench-serve.md").write_text(text + "\n")
     return text

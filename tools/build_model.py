@@ -94,6 +94,46 @@ def train_tokenizer(vocab_size: int) -> Any:
     return tokenizer
 
 
+def byte_level_alphabet() -> dict[str, int]:
+    """The character byte-level BPE writes for each byte (GPT-2's table: printable bytes stand for themselves)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [byte for byte in range(256) if byte not in printable]
+    table = {chr(byte): byte for byte in printable}
+    table |= {chr(256 + offset): byte for offset, byte in enumerate(others)}
+    return table
+
+
+def write_sentencepiece_vocabulary(tokenizer: Any, path: Path) -> None:
+    """The same vocabulary as a SentencePiece model: llama.cpp's converter reads an ERNIE-4.5 vocabulary from one.
+
+    The real model ships a tokenizer.model. Here each piece is written as the text it stands for (space
+    as "▁"), single bytes as SentencePiece's byte pieces, so llama.cpp can tokenize any text.
+    """
+    from sentencepiece import sentencepiece_model_pb2 as spm
+
+    model = spm.ModelProto()
+    model.trainer_spec.model_type = spm.TrainerSpec.BPE
+    model.trainer_spec.vocab_size = tokenizer.get_vocab_size()
+    model.trainer_spec.byte_fallback = True
+    model.normalizer_spec.name = "identity"
+    model.normalizer_spec.add_dummy_prefix = False
+    alphabet = byte_level_alphabet()
+    seen: set[str] = set()
+    for byte_level, index in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]):
+        entry = model.pieces.add()
+        entry.score, entry.piece = -float(index), byte_level
+        text = tokenizer.decode([index])
+        if index < len(SPECIAL_TOKENS):
+            entry.type = spm.ModelProto.SentencePiece.UNKNOWN if index == 0 else spm.ModelProto.SentencePiece.CONTROL
+        elif byte_level in alphabet:
+            entry.type = spm.ModelProto.SentencePiece.BYTE
+            entry.piece = f"<0x{alphabet[byte_level]:02X}>"
+        elif visible(text) and text.replace(" ", "▁") not in seen:
+            entry.piece = text.replace(" ", "▁")
+        seen.add(entry.piece)
+    path.write_bytes(model.SerializeToString())
+
+
 def visible(piece: str) -> bool:
     """True for a token that decodes to text by itself (not a fragment of a UTF-8 character)."""
     return bool(piece) and "\ufffd" not in piece
@@ -141,6 +181,7 @@ def build(out: Path, shape: str, seed: int, dtype: str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    write_sentencepiece_vocabulary(raw, tmp / "tokenizer.model")
     (tmp / "generation_config.json").write_text(
         json.dumps({"bos_token_id": 1, "eos_token_id": [2, 4], "pad_token_id": 0}, indent=2)
     )
