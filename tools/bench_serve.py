@@ -273,6 +273,8 @@ def main() -> int:
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
+                if "float32" in plan.argv and plan.checkpoint is None:  # a CPU without bf16 upcasts the weights
+                    extra["weights"] *= 2
                 if plan.checkpoint is not None:
                     checkpoint = ensure_checkpoint(args.model, plan.checkpoint, quant_venv)
                     guard = quality(checkpoint)
