@@ -135,6 +135,17 @@ class ChatStore(BaseDataLayer):
             self._statements[table.name] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
         return self._statements[table.name]
 
+    def _name_thread(self) -> sa.Insert:
+        """Create a chat or set its name; its owner only if it has none (a chat never changes hands)."""
+        if "name_thread" not in self._statements:
+            statement = self._insert(threads)
+            changes = {
+                "name": sa.func.coalesce(statement.excluded.name, threads.c.name),
+                "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
+            }
+            self._statements["name_thread"] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
+        return self._statements["name_thread"]
+
     def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
         """The dialect's INSERT, which knows ON CONFLICT."""
         return postgresql.insert(table) if self.engine.dialect.name == "postgresql" else sqlite.insert(table)
@@ -299,6 +310,23 @@ class ChatStore(BaseDataLayer):
         metadata: dict[str, Any] | None = None,
         tags: list[str] | None = None,
     ) -> None:
+        if metadata is None and tags is None and name is None and user_id is None:
+            return
+        if metadata is None and tags is None:  # naming (Chainlit's first message, a rename): one statement
+            row: dict[str, Any] = {
+                "id": thread_id,
+                "created_at": timestamp(),
+                "metadata": {},
+                "name": None if name is None else storable(name),
+                "user_id": user_id,
+            }
+
+            async def name_it(connection: AsyncConnection) -> None:
+                await connection.execute(self._name_thread(), row)
+                connection.info[NEW_THREADS].add(thread_id)
+
+            await self._write("save the chat", name_it)
+            return
         current_of = sa.select(threads.c.user_id, threads.c.metadata).where(threads.c.id == thread_id)
 
         async def work(connection: AsyncConnection) -> None:

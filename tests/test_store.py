@@ -108,9 +108,14 @@ async def test_a_chat_keeps_its_first_owner(store):
     await store.update_thread("t1", name="mine", user_id=owner.id)
     await store.update_thread("t1", user_id=intruder.id, metadata={"chat_settings": {"top_p": 0.5}})
     await store.update_thread("t1", metadata={"other": 1})
+    await store.update_thread("t1", name="renamed", user_id=intruder.id)
     assert await store.get_thread_author("t1") == "owner"
     thread = await store.get_thread("t1")
     assert thread is not None and thread["metadata"] == {"chat_settings": {"top_p": 0.5}, "other": 1}
+    assert thread["name"] == "renamed"
+    await store.update_thread("t2", user_id=intruder.id)  # Chainlit's first message names a new chat
+    await store.update_thread("t2", name="later")
+    assert await store.get_thread_author("t2") == "intruder"
 
 
 async def test_listing_pages_searches_and_filters_only_the_users_chats(store):
