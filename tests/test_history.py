@@ -280,6 +280,7 @@ async def test_nobody_else_can_list_open_resume_rename_delete_rate_or_export_my_
     rating = {"feedback": {"forId": answer["id"], "value": 0}, "sessionId": bob.session_id}
     assert (await bob.rest("PUT", "/feedback", rating))[0] == 404
     element = f"/project/thread/{thread_id}/element/{answer['id']}"
+    assert (await alice.rest("GET", element))[0] == 200  # the owner passes the check (no such element: null)
     assert (await bob.rest("GET", element))[0] in (401, 404)
     bob.thread_id = thread_id  # resume (and so export) alice's chat through the socket
     with pytest.raises(Exception, match=r"(?i)connect|refused|authori"):
