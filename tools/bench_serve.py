@@ -214,8 +214,8 @@ def main() -> int:
         "--configs",
         default="",
         help="comma-separated (default: chosen, int8, int4, defaults and the llama.cpp rows once built): "
-        "chosen, defaults, int8 and int4 (QUANT), llama-bf16, llama-q8_0, llama-q4_k_m, dev (eager), fp32, no-preload, "
-        "one-thread, vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
+        "chosen, defaults, int8 and int4 (QUANT), llama-bf16, llama-q8_0, llama-q4_k_m, dev (eager), fp32, bf16, "
+        "no-preload, one-thread, vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
         "nice-0 (vLLM at the client's CPU priority)",
     )
     args = parser.parse_args()
@@ -251,6 +251,7 @@ def main() -> int:
         "dev": (base.model_copy(update={"profile": "dev"}), {}),
         "nice-0": (base.model_copy(update={"vllm_nice": 0}), {}),
         "fp32": (base.model_copy(update={"dtype": "float32"}), {}),
+        "bf16": (base.model_copy(update={"dtype": "bfloat16"}), {}),
         "no-preload": (base, {"LD_PRELOAD": ""}),
         "one-thread": (base, {"VLLM_CPU_OMP_THREADS_BIND": "0"}),
         "vllm-threads": (base, {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": None}),
