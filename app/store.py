@@ -278,9 +278,9 @@ class ChatStore(BaseDataLayer):
         }
         await connection.execute(self._upsert(steps), row)
 
-    async def _ensure_thread(self, connection: AsyncConnection, thread_id: str, cached: bool = True) -> None:
+    async def _ensure_thread(self, connection: AsyncConnection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
-        if cached and thread_id in self._known_threads:
+        if thread_id in self._known_threads:
             return
         row = {"id": thread_id, "created_at": timestamp(), "metadata": {}}
         await connection.execute(self._insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
@@ -310,46 +310,34 @@ class ChatStore(BaseDataLayer):
         metadata: dict[str, Any] | None = None,
         tags: list[str] | None = None,
     ) -> None:
-        if metadata is None and tags is None and name is None and user_id is None:
-            return
-        if metadata is None and tags is None:  # naming (Chainlit's first message, a rename): one statement
-            row: dict[str, Any] = {
-                "id": thread_id,
-                "created_at": timestamp(),
-                "metadata": {},
-                "name": None if name is None else storable(name),
-                "user_id": user_id,
-            }
-
-            async def name_it(connection: AsyncConnection) -> None:
-                await connection.execute(self._name_thread(), row)
-                connection.info[NEW_THREADS].add(thread_id)
-
-            await self._write("save the chat", name_it)
-            return
-        current_of = sa.select(threads.c.user_id, threads.c.metadata).where(threads.c.id == thread_id)
+        named = name is not None or user_id is not None
+        row: dict[str, Any] = {
+            "id": thread_id,
+            "created_at": timestamp(),
+            "metadata": {},
+            "name": None if name is None else storable(name),
+            "user_id": user_id,
+        }
+        metadata_of = sa.select(threads.c.metadata).where(threads.c.id == thread_id)
 
         async def work(connection: AsyncConnection) -> None:
-            current = (await connection.execute(current_of)).first()
-            if current is None:
-                if name is None and user_id is None:  # deleted meanwhile: a settings save does not bring it back
-                    return
-                await self._ensure_thread(connection, thread_id, cached=False)
-                current = (await connection.execute(current_of)).one()
+            if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
+                await connection.execute(self._name_thread(), row)
+                connection.info[NEW_THREADS].add(thread_id)
+            if metadata is None and tags is None:
+                return
+            current = (await connection.execute(metadata_of)).first()
+            if current is None:  # deleted meanwhile: a settings save does not bring it back
+                return
             changes: dict[str, Any] = {}
-            if name is not None:
-                changes["name"] = storable(name)
-            if user_id is not None and current.user_id is None:
-                # A chat's owner is set once: a later caller can never take it over.
-                changes["user_id"] = user_id
             if metadata is not None:
                 changes["metadata"] = {**(current.metadata or {}), **metadata}
             if tags is not None:
                 changes["tags"] = tags
-            if changes:
-                await connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
+            await connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
 
-        await self._write("save the chat", work)
+        if named or metadata is not None or tags is not None:
+            await self._write("save the chat", work)
 
     async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> PaginatedResponse[ThreadDict]:
         query = (

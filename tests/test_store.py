@@ -15,7 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from chainlit.context import init_http_context
 from chainlit.types import Feedback, Pagination, ThreadFilter
-from chainlit.user import User
+from chainlit.user import PersistedUser, User
 
 from app.accounts import Login, LoginRequired, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.conversation import Ending, Turn
@@ -57,6 +57,15 @@ def step(step_id: str, thread_id: str, kind: str, text: str, at: int, **meta: ob
     }
 
 
+async def user_with_chat(store: ChatStore, identifier: str, *, name: str) -> PersistedUser:
+    """A user and their chat "t1", named as Chainlit's first message names it."""
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier=identifier))
+    assert user is not None
+    await store.update_thread("t1", name=name, user_id=user.id)
+    return user
+
+
 async def test_the_migrated_schema_is_the_one_the_code_uses_and_migrating_twice_changes_nothing(store):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
     await upgrade(store.engine)
@@ -68,10 +77,7 @@ async def test_the_migrated_schema_is_the_one_the_code_uses_and_migrating_twice_
 
 
 async def test_a_chat_round_trips_with_its_steps_elements_and_feedback(store):
-    init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    user = await store.create_user(User(identifier="local"))
-    assert user is not None
-    await store.update_thread("t1", name="zebras", user_id=user.id)
+    await user_with_chat(store, "local", name="zebras")
     await store.create_step(step("u1", "t1", "user_message", "tell me about zebras", 1))
     run = step("r1", "t1", "run", "", 1) | {"parentId": "u1"}  # Chainlit's step around on_message
     await store.create_step(run)
@@ -298,10 +304,7 @@ def test_exports_hold_exactly_what_was_said():
 
 
 async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no_other(store):
-    init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    user = await store.create_user(User(identifier="me"))
-    assert user is not None
-    await store.update_thread("t1", name="batch", user_id=user.id)
+    await user_with_chat(store, "me", name="batch")
     writes = [
         store.create_step(step(f"s{index}", "t1", "user_message", f"message {index}", index)) for index in range(20)
     ]
@@ -313,10 +316,7 @@ async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no
 
 
 async def test_text_with_a_nul_character_is_kept_without_it(store):
-    init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    user = await store.create_user(User(identifier="me"))
-    assert user is not None
-    await store.update_thread("t1", name="a\x00b", user_id=user.id)
+    await user_with_chat(store, "me", name="a\x00b")
     await store.create_step(step("u1", "t1", "user_message", "before\x00after", 1))
     thread = await store.get_thread("t1")
     assert thread is not None and thread["name"] == "ab" and thread["steps"][0]["output"] == "beforeafter"
