@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import os
@@ -14,10 +13,10 @@ from pathlib import Path
 import sqlalchemy as sa
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.engine import Engine
 
 from app.config import Settings
-from app.database import async_url, create_engine, describe, upgrade
+from app.database import create_engine, database_url, describe, upgrade
 from app.schema import elements, feedbacks, steps, threads, timestamp, users
 
 LOCAL_USER = "local"
@@ -77,27 +76,25 @@ def auth_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-async def password_users(engine: AsyncEngine) -> int:
+def password_users(engine: Engine) -> int:
     """How many users can log in with a password."""
-    async with engine.connect() as connection:
+    with engine.connect() as connection:
         query = sa.select(sa.func.count()).select_from(users).where(users.c.password_hash.is_not(None))
-        return int((await connection.execute(query)).scalar() or 0)
+        return int((connection.execute(query)).scalar() or 0)
 
 
-async def list_users(engine: AsyncEngine) -> list[str]:
+def list_users(engine: Engine) -> list[str]:
     """The identifiers of the users with a password."""
-    async with engine.connect() as connection:
+    with engine.connect() as connection:
         query = sa.select(users.c.identifier).where(users.c.password_hash.is_not(None)).order_by(users.c.identifier)
-        return list((await connection.execute(query)).scalars())
+        return list((connection.execute(query)).scalars())
 
 
-async def set_password(engine: AsyncEngine, name: str, password: str) -> bool:
+def set_password(engine: Engine, name: str, password: str) -> bool:
     """Add the user, or give an existing one a new password; True if the user is new."""
-    hashed = await asyncio.to_thread(hasher.hash, password)
-    async with engine.begin() as connection:
-        found = await connection.execute(
-            sa.update(users).where(users.c.identifier == name).values(password_hash=hashed)
-        )
+    hashed = hasher.hash(password)
+    with engine.begin() as connection:
+        found = connection.execute(sa.update(users).where(users.c.identifier == name).values(password_hash=hashed))
         if found.rowcount:
             return False
         row = {
@@ -107,32 +104,32 @@ async def set_password(engine: AsyncEngine, name: str, password: str) -> bool:
             "password_hash": hashed,
             "created_at": timestamp(),
         }
-        await connection.execute(sa.insert(users).values(**row))
+        connection.execute(sa.insert(users).values(**row))
         return True
 
 
-async def remove_user(engine: AsyncEngine, name: str) -> bool:
+def remove_user(engine: Engine, name: str) -> bool:
     """Remove the user and every chat of theirs, in one transaction; False if there was none."""
-    async with engine.begin() as connection:
-        user_id = (await connection.execute(sa.select(users.c.id).where(users.c.identifier == name))).scalar()
+    with engine.begin() as connection:
+        user_id = (connection.execute(sa.select(users.c.id).where(users.c.identifier == name))).scalar()
         if user_id is None:
             return False
         theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
         for table in (feedbacks, elements, steps):
-            await connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
-        await connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
-        await connection.execute(sa.delete(users).where(users.c.id == user_id))
+            connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
+        connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
+        connection.execute(sa.delete(users).where(users.c.id == user_id))
         return True
 
 
-async def verify_password(engine: AsyncEngine, name: str, password: str) -> bool:
-    """True if the user exists and the password is theirs (argon2 runs off the event loop)."""
-    async with engine.connect() as connection:
-        hashed = (await connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == name))).scalar()
+def verify_password(engine: Engine, name: str, password: str) -> bool:
+    """True if the user exists and the password is theirs."""
+    with engine.connect() as connection:
+        hashed = (connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == name))).scalar()
     if not hashed:
         return False
     try:
-        return await asyncio.to_thread(hasher.verify, hashed, password)
+        return hasher.verify(hashed, password)
     except (VerificationError, InvalidHashError):
         return False
 
@@ -141,14 +138,14 @@ class HistoryUnreachable(RuntimeError):
     """The history database cannot be opened at start."""
 
 
-async def prepare(url: str) -> int:
+def prepare(url: str) -> int:
     """Create or migrate the schema; the number of users with a password."""
     engine = create_engine(url)
     try:
-        await upgrade(engine)
-        return await password_users(engine)
+        upgrade(engine)
+        return password_users(engine)
     finally:
-        await engine.dispose()
+        engine.dispose()
 
 
 def startup_login(settings: Settings) -> Login:
@@ -156,11 +153,11 @@ def startup_login(settings: Settings) -> Login:
     if not settings.history:
         return Login.NONE
     try:
-        url = async_url(settings.database_url, settings.data_dir)
+        url = database_url(settings.database_url, settings.data_dir)
     except ValueError as error:
         raise HistoryUnreachable(f"DATABASE_URL={settings.database_url}: {error}") from error
     try:
-        users = asyncio.run(prepare(url))
+        users = prepare(url)
     except Exception as error:  # any driver's refusal (unreachable, bad password, no such database ...)
         raise HistoryUnreachable(f"the history database {describe(url)} cannot be opened: {error}") from error
     return login_mode(history=True, chat_host=settings.chat_host, password_users=users)

@@ -1,33 +1,37 @@
-"""The history database: its URL, an engine tuned for it, and its schema brought up to date."""
+"""The history database: its URL, an engine tuned for it, its schema brought up to date, work off the event loop."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.engine import Connection, Engine, make_url
 
 from app.schema import migrate
 
-# The async driver SQLAlchemy uses for each database a user may name.
-ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+Result = TypeVar("Result")
+# The driver for each database a user may name. Synchronous drivers run in worker threads: a batch of
+# statements costs one thread hop, where an async driver costs a hop (and a greenlet switch) per statement.
+DRIVERS = {"sqlite": "sqlite+pysqlite", "postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
 # Seconds a SQLite writer waits for another process's transaction (a second app on the same file).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Seconds to reach PostgreSQL before the write counts as failed (libpq waits forever by default).
+POSTGRES_CONNECT_TIMEOUT_S = 10
 
 
-def async_url(database_url: str, data_dir: Path) -> str:
-    """The URL with an async driver; empty means a SQLite file in the data folder."""
-    if not database_url.strip():
-        return f"sqlite+aiosqlite:///{data_dir.resolve() / 'chat.db'}"
-    url = make_url(database_url.strip())
+def database_url(configured: str, data_dir: Path) -> str:
+    """The URL with the app's driver; empty means a SQLite file in the data folder."""
+    if not configured.strip():
+        return f"{DRIVERS['sqlite']}:///{data_dir.resolve() / 'chat.db'}"
+    url = make_url(configured.strip())
     backend = url.get_backend_name()
-    if backend not in ASYNC_DRIVERS:
+    if backend not in DRIVERS:
         raise ValueError(f"{url.drivername!r}: the history is kept in SQLite or PostgreSQL")
-    if "+" not in url.drivername:
-        url = url.set(drivername=ASYNC_DRIVERS[url.drivername])
-    return url.render_as_string(hide_password=False)
+    return url.set(drivername=DRIVERS[backend]).render_as_string(hide_password=False)
 
 
 def describe(url: str) -> str:
@@ -35,16 +39,16 @@ def describe(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str) -> Engine:
     """An engine; SQLite gets WAL (readers never wait for the writer) and waits out other writers."""
     if make_url(url).get_backend_name() != "sqlite":
-        return create_async_engine(url, pool_pre_ping=True)
+        return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S})
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url)
+    engine = sa.create_engine(url)
 
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def tune(connection: Any, _record: Any) -> None:
         cursor = connection.cursor()
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"):
@@ -54,7 +58,29 @@ def create_engine(url: str) -> AsyncEngine:
     return engine
 
 
-async def upgrade(engine: AsyncEngine) -> None:
+def upgrade(engine: Engine) -> None:
     """Create or migrate the schema to the newest version."""
-    async with engine.begin() as connection:
-        await connection.run_sync(migrate)
+    with engine.begin() as connection:
+        migrate(connection)
+
+
+async def read(engine: Engine, work: Callable[[Connection], Result]) -> Result:
+    """Run a query in a worker thread, so the event loop that streams answers never waits on the database."""
+    return await asyncio.to_thread(connected, engine, work)
+
+
+async def transact(engine: Engine, work: Callable[[Connection], Result]) -> Result:
+    """Run work in one transaction in a worker thread."""
+    return await asyncio.to_thread(in_transaction, engine, work)
+
+
+def connected(engine: Engine, work: Callable[[Connection], Result]) -> Result:
+    """Work on a connection of its own."""
+    with engine.connect() as connection:
+        return work(connection)
+
+
+def in_transaction(engine: Engine, work: Callable[[Connection], Result]) -> Result:
+    """Work in a transaction of its own, committed when it returns."""
+    with engine.begin() as connection:
+        return work(connection)

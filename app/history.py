@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -21,7 +22,7 @@ from starlette.responses import Response
 
 from app.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
 from app.config import Settings
-from app.database import async_url, create_engine
+from app.database import create_engine, database_url
 from app.store import STORE_ERRORS, ChatStore, HistoryUnavailable
 from app.transcript import PREFERENCES_KEY
 
@@ -81,7 +82,7 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
         return History(None)
     os.environ["CHAINLIT_AUTH_SECRET"] = auth_secret(settings.data_dir)
     store = ChatStore(
-        create_engine(async_url(settings.database_url, settings.data_dir)), open_registration=login is Login.LOCAL
+        create_engine(database_url(settings.database_url, settings.data_dir)), open_registration=login is Login.LOCAL
     )
     history = History(store, notice=notice)
     store.on_write_failure = history.notify_write_failure
@@ -98,7 +99,7 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
         @cl.password_auth_callback
         async def password_user(name: str, password: str) -> cl.User | None:
             """A user added with `make user-add`, with their password."""
-            if await verify_password(store.engine, name, password):
+            if await asyncio.to_thread(verify_password, store.engine, name, password):  # argon2 is slow on purpose
                 return cl.User(identifier=name, metadata={"provider": "password"})
             return None
 

@@ -15,10 +15,10 @@ from chainlit.data.utils import queue_until_user_message
 from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, ThreadDict, ThreadFilter
 from chainlit.user import PersistedUser, User
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import RowMapping
+from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.database import read
 from app.schema import elements, feedbacks, steps, threads, timestamp, users
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Chainlit holds a session's writes back until its first message (a greeting alone makes no chat).
 queued: Callable[[Method], Method] = queue_until_user_message()  # type: ignore[no-untyped-call,unused-ignore]  # Chainlit's decorator is unannotated
 WriteFailure = Callable[[str], Awaitable[None]]
-Work = Callable[[AsyncConnection], Awaitable[Any]]
+Work = Callable[[Connection], Any]
 # Step fields with a column of their own; the rest of Chainlit's step is kept as sent, in `details`.
 STEP_COLUMNS = {
     "id": "id",
@@ -66,7 +66,7 @@ class ChatStore(BaseDataLayer):
     notice); Chainlit fires step and element writes as tasks nobody awaits, so those never raise.
     """
 
-    def __init__(self, engine: AsyncEngine, *, open_registration: bool) -> None:
+    def __init__(self, engine: Engine, *, open_registration: bool) -> None:
         self.engine = engine
         # Local single-user mode: whoever the header callback names becomes a user. With passwords,
         # users are only those added with `make user-add` (a removed user's token creates nobody).
@@ -119,13 +119,17 @@ class ChatStore(BaseDataLayer):
             return error
 
     async def _commit(self, works: list[Work]) -> list[Any]:
-        """Run the works in one transaction."""
-        async with self.engine.begin() as connection:
-            connection.info[NEW_THREADS] = set()
-            results = [await work(connection) for work in works]
-            created = connection.info.pop(NEW_THREADS)
+        """Run the works in one transaction, in a worker thread."""
+        results, created = await asyncio.to_thread(self._run_together, works)
         self._known_threads |= created  # committed: later writes may rely on these rows
         return results
+
+    def _run_together(self, works: list[Work]) -> tuple[list[Any], set[str]]:
+        """The works' results and the chats they created, once committed."""
+        with self.engine.begin() as connection:
+            connection.info[NEW_THREADS] = set()
+            results = [work(connection) for work in works]
+            return results, connection.info.pop(NEW_THREADS)
 
     def _upsert(self, table: sa.Table) -> sa.Insert:
         """INSERT ... ON CONFLICT (id) DO UPDATE of every column, in the dialect at hand; built once per table."""
@@ -153,8 +157,8 @@ class ChatStore(BaseDataLayer):
     # ---- users -------------------------------------------------------------------------
 
     async def get_user(self, identifier: str) -> PersistedUser | None:
-        async with self.engine.connect() as connection:
-            row = (await connection.execute(sa.select(users).where(users.c.identifier == identifier))).first()
+        query = sa.select(users).where(users.c.identifier == identifier)
+        row = await read(self.engine, lambda connection: connection.execute(query).first())
         return persisted_user(row._mapping) if row else None
 
     async def create_user(self, user: User) -> PersistedUser | None:
@@ -175,12 +179,10 @@ class ChatStore(BaseDataLayer):
     # ---- feedback ----------------------------------------------------------------------
 
     async def upsert_feedback(self, feedback: Feedback) -> str:
-        async def work(connection: AsyncConnection) -> str:
-            thread_id = (
-                await connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == feedback.forId))
-            ).scalar()
+        def work(connection: Connection) -> str:
+            thread_id = (connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == feedback.forId))).scalar()
             existing = (
-                await connection.execute(sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId))
+                connection.execute(sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId))
             ).scalar()
             feedback_id = str(existing or feedback.id or uuid.uuid4())
             row = {
@@ -190,7 +192,7 @@ class ChatStore(BaseDataLayer):
                 "value": feedback.value,
                 "comment": storable(feedback.comment),
             }
-            await connection.execute(self._upsert(feedbacks), row)
+            connection.execute(self._upsert(feedbacks), row)
             return feedback_id
 
         return str(await self._write("store feedback", work))
@@ -207,8 +209,7 @@ class ChatStore(BaseDataLayer):
             query = query.join(feedbacks, feedbacks.c.thread_id == threads.c.id).where(feedbacks.c.id == feedback_id)
         else:
             query = query.join(steps, steps.c.thread_id == threads.c.id).where(steps.c.id == step_id)
-        async with self.engine.connect() as connection:
-            return str((await connection.execute(query)).scalar() or "")
+        return str(await read(self.engine, lambda connection: connection.execute(query).scalar()) or "")
 
     # ---- elements ----------------------------------------------------------------------
 
@@ -217,22 +218,21 @@ class ChatStore(BaseDataLayer):
         details = dict(element.to_dict())
         row = {"id": element.id, "thread_id": element.thread_id, "for_id": element.for_id, "details": details}
 
-        async def work(connection: AsyncConnection) -> None:
-            await self._ensure_thread(connection, element.thread_id)
-            await connection.execute(self._upsert(elements), row)
+        def work(connection: Connection) -> None:
+            self._ensure_thread(connection, element.thread_id)
+            connection.execute(self._upsert(elements), row)
 
         await self._in_background("save an answer's details", work)
 
     async def get_element(self, thread_id: str, element_id: str) -> ElementDict | None:
         query = sa.select(elements.c.details).where(elements.c.id == element_id, elements.c.thread_id == thread_id)
-        async with self.engine.connect() as connection:
-            details = (await connection.execute(query)).scalar()
+        details = await read(self.engine, lambda connection: connection.execute(query).scalar())
         return cast("ElementDict | None", details)
 
     @queued
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
-        async def work(connection: AsyncConnection) -> None:
-            await connection.execute(sa.delete(elements).where(elements.c.id == element_id))
+        def work(connection: Connection) -> None:
+            connection.execute(sa.delete(elements).where(elements.c.id == element_id))
 
         await self._in_background("remove an answer's details", work)
 
@@ -250,18 +250,18 @@ class ChatStore(BaseDataLayer):
 
     @queued
     async def delete_step(self, step_id: str) -> None:
-        async def work(connection: AsyncConnection) -> None:
-            await connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
-            await connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
-            await connection.execute(sa.delete(steps).where(steps.c.id == step_id))
+        def work(connection: Connection) -> None:
+            connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
+            connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
+            connection.execute(sa.delete(steps).where(steps.c.id == step_id))
 
         await self._in_background("remove a message", work)
 
-    async def _put_step(self, connection: AsyncConnection, step_dict: StepDict) -> None:
+    def _put_step(self, connection: Connection, step_dict: StepDict) -> None:
         """Insert or replace one step, creating its thread if Chainlit has not yet."""
         step: dict[str, Any] = dict(step_dict)
         thread_id = str(step["threadId"])
-        await self._ensure_thread(connection, thread_id)
+        self._ensure_thread(connection, thread_id)
         row = {column: step.get(field) for field, column in STEP_COLUMNS.items()}
         row |= {
             "name": storable(row["name"]),
@@ -276,28 +276,27 @@ class ChatStore(BaseDataLayer):
                 if key not in STEP_COLUMNS and key not in TRANSIENT_STEP_FIELDS
             },
         }
-        await connection.execute(self._upsert(steps), row)
+        connection.execute(self._upsert(steps), row)
 
-    async def _ensure_thread(self, connection: AsyncConnection, thread_id: str) -> None:
+    def _ensure_thread(self, connection: Connection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
         if thread_id in self._known_threads:
             return
         row = {"id": thread_id, "created_at": timestamp(), "metadata": {}}
-        await connection.execute(self._insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
+        connection.execute(self._insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
         connection.info[NEW_THREADS].add(thread_id)
 
     # ---- threads -----------------------------------------------------------------------
 
     async def get_thread_author(self, thread_id: str) -> str:
         query = sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == thread_id)
-        async with self.engine.connect() as connection:
-            return str((await connection.execute(query)).scalar() or "")
+        return str(await read(self.engine, lambda connection: connection.execute(query).scalar()) or "")
 
     async def delete_thread(self, thread_id: str) -> None:
-        async def work(connection: AsyncConnection) -> None:
+        def work(connection: Connection) -> None:
             for table in (feedbacks, elements, steps):
-                await connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
-            await connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
+                connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
+            connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
 
         await self._write("delete a chat", work)
         self._known_threads.discard(thread_id)
@@ -320,13 +319,13 @@ class ChatStore(BaseDataLayer):
         }
         metadata_of = sa.select(threads.c.metadata).where(threads.c.id == thread_id)
 
-        async def work(connection: AsyncConnection) -> None:
+        def work(connection: Connection) -> None:
             if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
-                await connection.execute(self._name_thread(), row)
+                connection.execute(self._name_thread(), row)
                 connection.info[NEW_THREADS].add(thread_id)
             if metadata is None and tags is None:
                 return
-            current = (await connection.execute(metadata_of)).first()
+            current = (connection.execute(metadata_of)).first()
             if current is None:  # deleted meanwhile: a settings save does not bring it back
                 return
             changes: dict[str, Any] = {}
@@ -334,7 +333,7 @@ class ChatStore(BaseDataLayer):
                 changes["metadata"] = {**(current.metadata or {}), **metadata}
             if tags is not None:
                 changes["tags"] = tags
-            await connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
+            connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
 
         if named or metadata is not None or tags is not None:
             await self._write("save the chat", work)
@@ -355,16 +354,20 @@ class ChatStore(BaseDataLayer):
                 feedbacks.c.thread_id == threads.c.id, feedbacks.c.value == filters.feedback
             )
             query = query.where(rated.exists())
-        async with self.engine.connect() as connection:
+
+        def page_of(connection: Connection) -> list[sa.Row[Any]]:
+            listed = query
             if pagination.cursor:
-                after = (
-                    await connection.execute(sa.select(threads.c.created_at).where(threads.c.id == pagination.cursor))
+                after = connection.execute(
+                    sa.select(threads.c.created_at).where(threads.c.id == pagination.cursor)
                 ).scalar()
                 if after is not None:
-                    query = query.where(
+                    listed = query.where(
                         sa.tuple_(threads.c.created_at, threads.c.id) < sa.tuple_(sa.literal(after), pagination.cursor)
                     )
-            rows = (await connection.execute(query.limit(pagination.first + 1))).all()
+            return list(connection.execute(listed.limit(pagination.first + 1)).all())
+
+        rows = await read(self.engine, page_of)
         page = [thread_dict(row._mapping, [], []) for row in rows[: pagination.first]]
         return PaginatedResponse(
             data=page,
@@ -376,33 +379,32 @@ class ChatStore(BaseDataLayer):
         )
 
     async def get_thread(self, thread_id: str) -> ThreadDict | None:
-        async with self.engine.connect() as connection:
-            thread = (
-                await connection.execute(
-                    sa.select(threads, users.c.identifier)
-                    .select_from(threads.outerjoin(users))
-                    .where(threads.c.id == thread_id)
-                )
-            ).first()
-            if thread is None:
-                return None
-            step_rows = (
-                await connection.execute(
-                    sa.select(steps, feedbacks.c.id.label("feedback_id"), feedbacks.c.value, feedbacks.c.comment)
-                    .select_from(steps.outerjoin(feedbacks, feedbacks.c.for_id == steps.c.id))
-                    .where(steps.c.thread_id == thread_id)
-                    .order_by(steps.c.created_at, steps.c.id)
-                )
-            ).all()
-            element_rows = (
-                await connection.execute(sa.select(elements.c.details).where(elements.c.thread_id == thread_id))
-            ).scalars()
-            step_list = [step_dict(row._mapping) for row in step_rows]
-            stored = {step["id"] for step in step_list}
-            for step in step_list:
-                if step.get("parentId") not in stored:  # its parent was a handler's run step: the page would drop it
-                    step["parentId"] = None
-            return thread_dict(thread._mapping, step_list, list(element_rows))
+        return await read(self.engine, lambda connection: self._thread(connection, thread_id))
+
+    def _thread(self, connection: Connection, thread_id: str) -> ThreadDict | None:
+        """The chat with its messages and elements, as Chainlit shows it."""
+        thread = connection.execute(
+            sa.select(threads, users.c.identifier)
+            .select_from(threads.outerjoin(users))
+            .where(threads.c.id == thread_id)
+        ).first()
+        if thread is None:
+            return None
+        step_rows = connection.execute(
+            sa.select(steps, feedbacks.c.id.label("feedback_id"), feedbacks.c.value, feedbacks.c.comment)
+            .select_from(steps.outerjoin(feedbacks, feedbacks.c.for_id == steps.c.id))
+            .where(steps.c.thread_id == thread_id)
+            .order_by(steps.c.created_at, steps.c.id)
+        ).all()
+        element_rows = connection.execute(
+            sa.select(elements.c.details).where(elements.c.thread_id == thread_id)
+        ).scalars()
+        step_list = [step_dict(row._mapping) for row in step_rows]
+        stored = {step["id"] for step in step_list}
+        for step in step_list:
+            if step.get("parentId") not in stored:  # its parent was a handler's run step: the page would drop it
+                step["parentId"] = None
+        return thread_dict(thread._mapping, step_list, list(element_rows))
 
     # ---- the rest of the interface -----------------------------------------------------
 
@@ -414,7 +416,7 @@ class ChatStore(BaseDataLayer):
         return ""
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        await asyncio.to_thread(self.engine.dispose)
 
 
 def shown(step: StepDict) -> bool:

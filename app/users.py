@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import sys
 
 from app.accounts import list_users, remove_user, set_password
 from app.config import Settings, get_settings, load_or_explain
-from app.database import async_url, create_engine, upgrade
+from app.database import create_engine, database_url, upgrade
 
 MIN_PASSWORD_CHARS = 8
 
@@ -24,25 +23,25 @@ def read_password(name: str) -> str:
     return password
 
 
-async def run(settings: Settings, command: str, name: str) -> str:
+def run(settings: Settings, command: str, name: str) -> str:
     """Do the command; the line to print."""
-    engine = create_engine(async_url(settings.database_url, settings.data_dir))
+    engine = create_engine(database_url(settings.database_url, settings.data_dir))
     try:
-        await upgrade(engine)
+        upgrade(engine)
         if command == "list":
-            return "\n".join(await list_users(engine)) or "No users: the chat runs for the local user only (loopback)."
+            return "\n".join(list_users(engine)) or "No users: the chat runs for the local user only (loopback)."
         if command == "remove":
-            if await remove_user(engine, name):
+            if remove_user(engine, name):
                 return f"Removed {name} and their chats."
             return f"No user {name}."
         password = read_password(name)
         if len(password) < MIN_PASSWORD_CHARS:
             raise SystemExit(f"make user-add: a password needs at least {MIN_PASSWORD_CHARS} characters.")
-        added = await set_password(engine, name, password)
+        added = set_password(engine, name, password)
         restart = " Restart the chat if it runs without login (the local user) to require it." if added else ""
         return (f"Added {name}." if added else f"New password set for {name}.") + restart
     finally:
-        await engine.dispose()
+        engine.dispose()
 
 
 def main() -> int:
@@ -55,7 +54,7 @@ def main() -> int:
     settings = load_or_explain(get_settings, f"make user-{args.command}")
     if settings is None:
         return 2
-    print(asyncio.run(run(settings, args.command, args.name.strip())))
+    print(run(settings, args.command, args.name.strip()))
     return 0
 
 

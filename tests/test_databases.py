@@ -1,8 +1,5 @@
 """The throwaway PostgreSQL cluster and nginx balancer that tests/databases.py starts, checked for real."""
 
-# asyncpg ships no type information.
-# mypy: disable-error-code="import-untyped"
-
 from __future__ import annotations
 
 import json
@@ -14,8 +11,9 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import asyncpg
+import psycopg
 import pytest
 from databases import NginxBalancer, PostgresServer
 from servers import LOGS, Process, free_port, hermetic_environment, port_is_free, running
@@ -77,14 +75,11 @@ def ask(url: str, cookie: str | None = None) -> dict[str, str]:
         return {**json.loads(reply.read()), "upstream": reply.headers["X-Upstream"]}
 
 
-async def query(url: str, sql: str) -> list[asyncpg.Record]:
-    """Run one statement on its own connection."""
-    connection = await asyncpg.connect(url, timeout=10)
-    try:
-        rows: list[asyncpg.Record] = await connection.fetch(sql)  # asyncpg is untyped: its Any, named
-        return rows
-    finally:
-        await connection.close()
+def query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """Run one statement on its own connection (with the app's driver)."""
+    with psycopg.connect(url, connect_timeout=10, autocommit=True) as connection:
+        cursor = connection.execute(sql)
+        return cursor.fetchall() if cursor.description else []
 
 
 @pytest.fixture(scope="module")
@@ -103,50 +98,50 @@ def balanced() -> Iterator[tuple[NginxBalancer, dict[str, Backend]]]:
         yield balancer, backends
 
 
-async def test_the_test_user_queries_its_database_over_tcp(postgres):
-    await query(postgres.url, "CREATE TABLE notes (body text)")
-    await query(postgres.url, "INSERT INTO notes VALUES ('hello')")
-    [row] = await query(postgres.url, "SELECT current_user, current_database(), inet_server_port(), body FROM notes")
+def test_the_test_user_queries_its_database_over_tcp(postgres):
+    query(postgres.url, "CREATE TABLE notes (body text)")
+    query(postgres.url, "INSERT INTO notes VALUES ('hello')")
+    [row] = query(postgres.url, "SELECT current_user, current_database(), inet_server_port(), body FROM notes")
     assert tuple(row) == ("chat", "chat", postgres.port, "hello")
     assert postgres.url == f"postgresql://chat:{postgres.password}@127.0.0.1:{postgres.port}/chat"
 
 
-async def test_a_wrong_password_is_refused(postgres):
-    with pytest.raises(asyncpg.InvalidPasswordError):
-        await query(postgres.url.replace(postgres.password, "wrong"), "SELECT 1")
+def test_a_wrong_password_is_refused(postgres):
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        query(postgres.url.replace(postgres.password, "wrong"), "SELECT 1")
 
 
-async def test_a_new_database_is_isolated(postgres):
+def test_a_new_database_is_isolated(postgres):
     url = postgres.new_database("isolated")
     assert url == postgres.url_for("isolated") and url.endswith("/isolated")
-    await query(url, "CREATE TABLE only_here (id int)")
-    [[here]] = await query(url, "SELECT to_regclass('only_here') IS NOT NULL")
-    [[there]] = await query(postgres.url, "SELECT to_regclass('only_here') IS NOT NULL")
+    query(url, "CREATE TABLE only_here (id int)")
+    [[here]] = query(url, "SELECT to_regclass('only_here') IS NOT NULL")
+    [[there]] = query(postgres.url, "SELECT to_regclass('only_here') IS NOT NULL")
     assert (here, there) == (True, False)
     with pytest.raises(ValueError, match="not a plain SQL name"):
         postgres.new_database("x; DROP DATABASE chat")
 
 
-async def test_a_paused_cluster_hangs_and_resumes(postgres):
+def test_a_paused_cluster_hangs_and_resumes(postgres):
     postgres.pause()
     try:
-        with pytest.raises(TimeoutError):
-            await asyncpg.connect(postgres.url, timeout=1)
+        with pytest.raises(psycopg.OperationalError, match="timeout"):
+            psycopg.connect(postgres.url, connect_timeout=1)
     finally:
         postgres.resume()
-    assert await query(postgres.url, "SELECT 1") == [(1,)]
+    assert query(postgres.url, "SELECT 1") == [(1,)]
 
 
-async def test_a_cluster_stopped_with_its_data_comes_back(postgres):
-    await query(postgres.url, "CREATE TABLE kept (id int)")
-    await query(postgres.url, "INSERT INTO kept VALUES (7)")
+def test_a_cluster_stopped_with_its_data_comes_back(postgres):
+    query(postgres.url, "CREATE TABLE kept (id int)")
+    query(postgres.url, "INSERT INTO kept VALUES (7)")
     folder = postgres.folder
     postgres.stop(keep_data=True)
     assert postgres.folder == folder and port_is_free(postgres.port)
-    with pytest.raises(ConnectionRefusedError):
-        await asyncpg.connect(postgres.url, timeout=2)
+    with pytest.raises(psycopg.OperationalError, match="refused"):
+        psycopg.connect(postgres.url, connect_timeout=2)
     postgres.start()
-    assert await query(postgres.url, "SELECT id FROM kept") == [(7,)]
+    assert query(postgres.url, "SELECT id FROM kept") == [(7,)]
 
 
 def test_a_stopped_cluster_leaves_no_process_port_or_folder():

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from chat_client import ChatClient, widget_values
 from servers import ROOT, ChatApp, VllmServer, hermetic_environment
 
-from app.database import async_url, create_engine
+from app.database import create_engine, database_url
 from app.schema import elements, feedbacks, steps, threads
 
 pytestmark = pytest.mark.app
@@ -49,17 +49,17 @@ async def listed(tab: ChatClient, **filters: Any) -> list[dict[str, Any]]:
 
 async def stored_rows(app: ChatApp, thread_id: str) -> dict[str, int]:
     """Rows the history database holds for one chat, per table (read with the app's own engine)."""
-    engine = create_engine(async_url(app.extra_env.get("DATABASE_URL", ""), app.data_dir or ROOT))
+    engine = create_engine(database_url(app.extra_env.get("DATABASE_URL", ""), app.data_dir or ROOT))
     try:
-        async with engine.connect() as connection:
+        with engine.connect() as connection:
             counts = {}
             for table in (threads, steps, elements, feedbacks):
                 column = table.c.id if table is threads else table.c.thread_id
                 query = sa.select(sa.func.count()).select_from(table).where(column == thread_id)
-                counts[table.name] = int((await connection.execute(query)).scalar() or 0)
+                counts[table.name] = int(connection.execute(query).scalar() or 0)
             return counts
     finally:
-        await engine.dispose()
+        engine.dispose()
 
 
 async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_restart(history_app, vllm):

@@ -19,7 +19,7 @@ from chainlit.user import PersistedUser, User
 
 from app.accounts import Login, LoginRequired, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.conversation import Ending, Turn
-from app.database import async_url, create_engine, upgrade
+from app.database import create_engine, database_url, upgrade
 from app.preferences import Preferences
 from app.schema import metadata
 from app.store import ChatStore, HistoryUnavailable
@@ -32,11 +32,11 @@ DATABASES = itertools.count()
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatStore]:
     """A migrated, empty store on each database."""
     if request.param == "sqlite":
-        url = async_url("", tmp_path)
+        url = database_url("", tmp_path)
     else:
-        url = async_url(request.getfixturevalue("postgres").new_database(f"store_{next(DATABASES)}"), tmp_path)
+        url = database_url(request.getfixturevalue("postgres").new_database(f"store_{next(DATABASES)}"), tmp_path)
     engine = create_engine(url)
-    await upgrade(engine)
+    upgrade(engine)
     chat_store = ChatStore(engine, open_registration=True)
     yield chat_store
     await chat_store.close()
@@ -68,11 +68,9 @@ async def user_with_chat(store: ChatStore, identifier: str, *, name: str) -> Per
 
 async def test_the_migrated_schema_is_the_one_the_code_uses_and_migrating_twice_changes_nothing(store):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    await upgrade(store.engine)
-    async with store.engine.connect() as connection:
-        differences = await connection.run_sync(
-            lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
-        )
+    upgrade(store.engine)
+    with store.engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), metadata)
     assert differences == []
 
 
@@ -171,7 +169,7 @@ async def test_deleting_a_chat_removes_all_of_it_and_nothing_else(store):
 
 async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tmp_path, caplog):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    broken = ChatStore(create_engine(f"sqlite+aiosqlite:///{tmp_path}"), open_registration=True)  # a folder
+    broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True)  # a folder
     reported: list[str] = []
 
     async def report(what: str) -> None:
@@ -188,18 +186,18 @@ async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tm
 
 async def test_passwords_are_argon2_hashes_and_removing_a_user_removes_their_chats(store):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    assert await set_password(store.engine, "alice", "correct horse")
-    assert not await set_password(store.engine, "alice", "battery staple")  # a new password, same user
-    assert await verify_password(store.engine, "alice", "battery staple")
-    assert not await verify_password(store.engine, "alice", "correct horse")
-    assert not await verify_password(store.engine, "nobody", "battery staple")
+    assert set_password(store.engine, "alice", "correct horse")
+    assert not set_password(store.engine, "alice", "battery staple")  # a new password, same user
+    assert verify_password(store.engine, "alice", "battery staple")
+    assert not verify_password(store.engine, "alice", "correct horse")
+    assert not verify_password(store.engine, "nobody", "battery staple")
     store.open_registration = False
     alice = await store.get_user("alice")
     assert alice is not None and "password" not in str(alice.metadata)
     assert await store.create_user(User(identifier="mallory")) is None  # a token names nobody new
     await store.update_thread("t1", name="alice's", user_id=alice.id)
     await store.create_step(step("u1", "t1", "user_message", "hi", 1))
-    assert await remove_user(store.engine, "alice") and not await remove_user(store.engine, "alice")
+    assert remove_user(store.engine, "alice") and not remove_user(store.engine, "alice")
     assert await store.get_thread("t1") is None and await store.get_user("alice") is None
 
 
@@ -225,14 +223,15 @@ def test_the_login_secret_is_generated_once_private_and_shared(tmp_path, monkeyp
     assert auth_secret(tmp_path) == "from-the-environment"
 
 
-def test_database_urls_get_an_async_driver():
+def test_database_urls_get_the_apps_driver():
     data = Path("/data")
-    assert async_url("", data) == "sqlite+aiosqlite:////data/chat.db"
-    assert async_url("postgresql://u:p@db:5432/chat", data) == "postgresql+asyncpg://u:p@db:5432/chat"
-    assert async_url("postgres://u@db/chat", data) == "postgresql+asyncpg://u@db/chat"
-    assert async_url("sqlite:////tmp/x.db", data) == "sqlite+aiosqlite:////tmp/x.db"
+    assert database_url("", data) == "sqlite+pysqlite:////data/chat.db"
+    assert database_url("postgresql://u:p@db:5432/chat", data) == "postgresql+psycopg://u:p@db:5432/chat"
+    assert database_url("postgres://u@db/chat", data) == "postgresql+psycopg://u@db/chat"
+    assert database_url("postgresql+asyncpg://u@db/chat", data) == "postgresql+psycopg://u@db/chat"
+    assert database_url("sqlite:////tmp/x.db", data) == "sqlite+pysqlite:////tmp/x.db"
     with pytest.raises(ValueError, match="SQLite or PostgreSQL"):
-        async_url("mysql://u@db/chat", data)
+        database_url("mysql://u@db/chat", data)
 
 
 def answer_step(step_id: str, reply_to: str, text: str, ending: str, is_error: bool = False) -> dict[str, object]:

@@ -3,7 +3,8 @@
 Serves the full-size random-weight ERNIE-4.5-0.3B (built locally, never downloaded) once per
 configuration and measures start-up time, single-stream decode tok/s and TTFT (487-token prompt,
 256 new tokens, median of 3), aggregate tok/s at 8 streams and peak RSS; plus the bs=1 memory
-bandwidth bound measured in the same run (bandwidth ÷ weight bytes).
+bandwidth bound measured in the same run (bandwidth ÷ weight bytes). With `--sampling`, one server
+with the chosen flags and what each sampling parameter costs it, at 1 and 8 streams.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,44 @@ from serving.priority import lower_priority  # noqa: E402  # after the sys.path 
 from serving.quantize import Quant, ensure_checkpoint, quality  # noqa: E402  # after the sys.path line above
 
 PROMPT_TOKENS = 487
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """One way to sample, as a request sets it (a parameter left at its neutral value is not sent)."""
+
+    label: str
+    temperature: float = 0.8
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+
+    def request(self) -> dict[str, Any]:
+        """The chat completion's arguments; every answer runs to max_tokens, so all rows decode as much."""
+        extra: dict[str, Any] = {"ignore_eos": True}
+        if self.top_k:
+            extra["top_k"] = self.top_k
+        if self.min_p:
+            extra["min_p"] = self.min_p
+        if self.repetition_penalty != 1.0:
+            extra["repetition_penalty"] = self.repetition_penalty
+        return {"temperature": self.temperature, "top_p": self.top_p, "extra_body": extra}
+
+
+GREEDY = Sampling("greedy (temperature 0)", temperature=0.0)
+# Each parameter alone on top of plain sampling at the model's temperature, then the combinations in use.
+SAMPLINGS = [
+    GREEDY,
+    Sampling("temperature 0.8"),
+    Sampling("+ top-p 0.8 (the model's generation_config)", top_p=0.8),
+    Sampling("+ top-k 20", top_k=20),
+    Sampling("+ min-p 0.05", min_p=0.05),
+    Sampling("+ repetition penalty 1.05", repetition_penalty=1.05),
+    Sampling(
+        "temperature 0.7, top-p 0.9, repetition penalty 1.05", temperature=0.7, top_p=0.9, repetition_penalty=1.05
+    ),
+]
 
 
 def memory_bandwidth_gbs() -> float:
@@ -128,7 +168,9 @@ async def prompt_of(client: AsyncOpenAI, model: str, tag: str, target: int) -> s
     return text(max(1, round(50 * target / max(counted, 1))))
 
 
-async def stream_once(client: AsyncOpenAI, model: str, content: str, tokens: int) -> tuple[float, float, int]:
+async def stream_once(
+    client: AsyncOpenAI, model: str, content: str, tokens: int, sampling: Sampling = GREEDY
+) -> tuple[float, float, int]:
     """TTFT, decode seconds after the first token, and tokens of one streamed answer."""
     started = time.perf_counter()
     first = None
@@ -136,7 +178,7 @@ async def stream_once(client: AsyncOpenAI, model: str, content: str, tokens: int
     stream = await client.chat.completions.create(
         model=model,
         max_tokens=tokens,
-        temperature=0.0,
+        **sampling.request(),
         stream=True,
         stream_options={"include_usage": True},
         messages=[{"role": "user", "content": content}],
@@ -172,9 +214,47 @@ async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
     }
 
 
+async def measure_sampling(base_url: str, model: str, tokens: int, rounds: int) -> dict[str, Any]:
+    """Each sampling's 1-stream and 8-stream tok/s, interleaved over rounds (medians), on one server."""
+    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
+    await stream_once(client, model, "warm-up", 8)
+    sized = await prompt_of(client, model, "TAG", PROMPT_TOKENS)
+    single: dict[str, list[float]] = {s.label: [] for s in SAMPLINGS}
+    multi: dict[str, list[float]] = {s.label: [] for s in SAMPLINGS}
+    for round_ in range(rounds):
+        for number, sampling in enumerate(SAMPLINGS):
+            tag = f"r{round_}s{number}"
+            _, seconds, count = await stream_once(client, model, sized.replace("TAG", f"{tag}one"), tokens, sampling)
+            single[sampling.label].append((count - 1) / seconds)
+            started = time.perf_counter()
+            many = await asyncio.gather(
+                *(stream_once(client, model, sized.replace("TAG", f"{tag}m{i}"), tokens, sampling) for i in range(8))
+            )
+            multi[sampling.label].append(sum(m[2] for m in many) / (time.perf_counter() - started))
+            print(f"round {round_ + 1}: {sampling.label}", file=sys.stderr, flush=True)
+    await client.close()
+    return {
+        "sampling": [
+            {
+                "label": s.label,
+                "single_tps": statistics.median(single[s.label]),
+                "multi_tps": statistics.median(multi[s.label]),
+            }
+            for s in SAMPLINGS
+        ]
+    }
+
+
 def run_config(
-    name: str, argv: list[str], env: dict[str, str | None], *, port: int, model: str, tokens: int, nice: int = 0
+    name: str,
+    argv: list[str],
+    env: Mapping[str, str | None],
+    *,
+    port: int,
+    nice: int = 0,
+    figures_of: Callable[[str], Coroutine[Any, Any, dict[str, Any]]],
 ) -> dict[str, Any]:
+    """Start the server, measure it with figures_of(its base URL), stop it."""
     log = open(ROOT / "bench-results" / f"serve-{name}.log", "wb")  # noqa: SIM115  # kept open while vLLM runs
     started = time.perf_counter()
     merged = {key: value for key, value in {**os.environ, **env}.items() if value is not None}  # None: unset
@@ -198,7 +278,7 @@ def run_config(
             except OSError:
                 time.sleep(1)
         ready = time.perf_counter() - started
-        figures = asyncio.run(measure(f"http://127.0.0.1:{port}/v1", model, tokens))
+        figures = asyncio.run(figures_of(f"http://127.0.0.1:{port}/v1"))
         return {"config": name, "ready_s": ready, **figures, "rss_gib": peak_rss_gib(process.pid)}
     finally:
         os.killpg(process.pid, 15)
@@ -218,6 +298,8 @@ def main() -> int:
         "no-preload, one-thread, vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
         "nice-0 (vLLM at the client's CPU priority)",
     )
+    parser.add_argument("--sampling", action="store_true", help="the cost of each sampling parameter, on `chosen`")
+    parser.add_argument("--rounds", type=int, default=2, help="--sampling: interleaved rounds (medians)")
     args = parser.parse_args()
     llama_built = (args.llama_cpp / "bin" / "llama-server").exists()
     args.configs = args.configs or "chosen,int8,int4,defaults" + (",llama-bf16,llama-q8_0,llama-q4_k_m" * llama_built)
@@ -257,20 +339,36 @@ def main() -> int:
         "vllm-threads": (base, {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": None}),
         **{f"batched-{n}": (base.model_copy(update={"max_num_batched_tokens": n}), {}) for n in (256, 1024, 8192)},
     }
+
+    def figures_of(base_url: str) -> Coroutine[Any, Any, dict[str, Any]]:
+        return measure(base_url, "ernie", args.tokens)
+
+    if args.sampling:
+        plan = build_plan(base, machine, shape, args.model, server_venv)
+        row = run_config(
+            "sampling",
+            plan.argv,
+            plan.env,
+            port=port,
+            nice=plan.nice,
+            figures_of=lambda base_url: measure_sampling(base_url, "ernie", args.tokens, args.rounds),
+        )
+        print(report_sampling(row, args.tokens, args.rounds))
+        return 0
     bandwidth = memory_bandwidth_gbs()
     rows, failures = [], []
     for name in args.configs.split(","):
         try:
             extra: dict[str, Any] = {"weights": weight_bytes(Path(args.model)), "top1": None, "kl": None}
             if name == "defaults":
-                rows.append(extra | run_config(name, plain, {}, port=port, model="ernie", tokens=args.tokens))
+                rows.append(extra | run_config(name, plain, {}, port=port, figures_of=figures_of))
             elif name in LLAMA_TYPES:
                 gguf = gguf_of(Path(args.model), LLAMA_TYPES[name], args.llama_cpp, python)
                 argv = llama_server(gguf, args.llama_cpp, port, machine.physical_cores)
                 extra["weights"] = gguf.stat().st_size
                 # At nice 0: llama-server shut down after its first request when started at nice 10 (vLLM's,
                 # which measured no different from nice 0; nothing else runs during the benchmark).
-                rows.append(extra | run_config(name, argv, {}, port=port, model="ernie", tokens=args.tokens))
+                rows.append(extra | run_config(name, argv, {}, port=port, figures_of=figures_of))
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
@@ -292,9 +390,8 @@ def main() -> int:
                         plan.argv,
                         {**plan.env, **override},
                         port=port,
-                        model="ernie",
-                        tokens=args.tokens,
                         nice=plan.nice,
+                        figures_of=figures_of,
                     )
                 )
         except (RuntimeError, OSError, ServeError, subprocess.CalledProcessError) as error:  # keep the others
@@ -330,6 +427,27 @@ def report(rows: list[dict[str, Any]], bandwidth: float, failures: list[str]) ->
     lines += ["", *(f"Not measured: {failure}" for failure in failures)] if failures else []
     text = "\n".join(lines)
     (ROOT / "bench-results" / "bench-serve.md").write_text(text + "\n")
+    return text
+
+
+def report_sampling(row: dict[str, Any], tokens: int, rounds: int) -> str:
+    """The sampling table, relative to greedy decoding; also written to bench-results/bench-serve-sampling.md."""
+    greedy = row["sampling"][0]
+    lines = [
+        f"vLLM with `make serve`'s flags, {PROMPT_TOKENS}-token prompts, {tokens} new tokens, "
+        f"medians of {rounds} interleaved rounds (start-up {row['ready_s']:.0f} s, peak RSS {row['rss_gib']:.1f} GiB):",
+        "",
+        "| sampling | 1 stream tok/s | vs greedy | 8 streams tok/s | vs greedy |",
+        "|---|---|---|---|---|",
+    ]
+    for sampling in row["sampling"]:
+        single, multi = sampling["single_tps"], sampling["multi_tps"]
+        lines.append(
+            f"| {sampling['label']} | {single:.1f} | {single / greedy['single_tps']:.2f} "
+            f"| {multi:.1f} | {multi / greedy['multi_tps']:.2f} |"
+        )
+    text = "\n".join(lines)
+    (ROOT / "bench-results" / "bench-serve-sampling.md").write_text(text + "\n")
     return text
 
 
