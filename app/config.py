@@ -83,11 +83,12 @@ class Settings(EnvSettings):
     model_name: str = Field("", description="served model name; empty: ask /v1/models")
     model: str = Field(DEFAULT_MODEL, description="weights vLLM loads (hub id or folder)")
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    top_p: float = Field(0.9, gt=0.0, le=1.0)
+    # The model's own recommendation (its generation_config.json); README: what each costs on a CPU.
+    temperature: float = Field(0.8, ge=0.0, le=2.0)
+    top_p: float = Field(0.8, gt=0.0, le=1.0)
     max_tokens: int = Field(512, ge=1)
     max_tokens_limit: int = Field(4096, ge=1, description="upper end of the max tokens slider")
-    repetition_penalty: float = Field(1.05, ge=1.0, le=2.0)
+    repetition_penalty: float = Field(1.0, ge=1.0, le=2.0, description="1: off, as the model recommends")
     request_timeout: float = Field(120.0, gt=0, description="seconds without a byte from vLLM")
     connect_timeout: float = Field(3.0, gt=0)
     language: str = Field("", description="force en-US or zh-CN; empty: the browser's")

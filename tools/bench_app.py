@@ -20,6 +20,8 @@ from pathlib import Path
 
 from openai import AsyncOpenAI
 
+from app.config import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -27,6 +29,8 @@ from chat_client import ChatClient  # noqa: E402  # after the sys.path line abov
 from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402  # after the sys.path line above
 
 CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
+# Both paths sample as the app does by default (what the defaults cost vLLM is part of what users get).
+SAMPLING = {name: Settings.model_fields[name].default for name in ("temperature", "top_p", "repetition_penalty")}
 # Path names in the table with --history both.
 APP_PATHS = {"off": "app", "on": "app+history"}
 
@@ -73,8 +77,9 @@ async def direct_round(
             stream = await client.chat.completions.create(
                 model=model,
                 max_tokens=tokens,
-                temperature=0.7,
-                top_p=0.9,
+                temperature=SAMPLING["temperature"],
+                top_p=SAMPLING["top_p"],
+                extra_body={"repetition_penalty": SAMPLING["repetition_penalty"]},
                 stream=True,
                 stream_options={"include_usage": True},
                 messages=[
@@ -112,14 +117,8 @@ async def app_round(
     tabs = [ChatClient(url, deflate=deflate) for _ in range(n)]
     await asyncio.gather(*(tab.connect() for tab in tabs))
     await asyncio.gather(*(tab.greeting() for tab in tabs))
-    # The same sampling as the direct path (the app's default repetition penalty would differ).
-    same_sampling = {
-        "max_tokens": tokens,
-        "system_prompt": "You are ERNIE.",
-        "temperature": 0.7,
-        "top_p": 0.9,
-        "repetition_penalty": 1.0,
-    }
+    # The same sampling as the direct path.
+    same_sampling = {"max_tokens": tokens, "system_prompt": "You are ERNIE.", **SAMPLING}
     await asyncio.gather(*(tab.change_settings(same_sampling) for tab in tabs))
     cpu_before = process_cpu_seconds(app_pid) if app_pid else 0.0
 
