@@ -31,8 +31,13 @@ from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402  # 
 CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
 # Both paths sample as the app does by default (what the defaults cost vLLM is part of what users get).
 SAMPLING = {name: Settings.model_fields[name].default for name in ("temperature", "top_p", "repetition_penalty")}
-# Path names in the table with --history both.
-APP_PATHS = {"off": "app", "on": "app+history"}
+# The apps each --history runs (path name: HISTORY); `off-twice`, two identical apps, shows the noise floor.
+HISTORY_SETUPS = {
+    "on": {"app": "on"},
+    "off": {"app": "off"},
+    "both": {"app": "off", "app+history": "on"},
+    "off-twice": {"app": "off", "app again": "off"},
+}
 
 
 @dataclass
@@ -246,13 +251,10 @@ async def run(args: argparse.Namespace) -> str:
             server = VllmServer(f"bench-{args.backend}", max_model_len=4096, model=model_path, cpus={0})
             server.start(timeout=900)
             base_url, api_key, model = server.base_url, server.api_key, "ernie-tiny"
-        # With --history both, two apps (history off, on) take turns after the direct round: one run, side by side.
-        histories = ["off", "on"] if args.history == "both" else [args.history]
-        for history in histories:
+        # With two apps (--history both), they take turns after the direct round: one run, side by side.
+        for name, history in HISTORY_SETUPS[args.history].items():
             app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), "HISTORY": history}
-            apps[APP_PATHS[history] if args.history == "both" else "app"] = ChatApp(
-                server, cpus=CLIENT_CPU, extra_env=app_env
-            )
+            apps[name] = ChatApp(server, cpus=CLIENT_CPU, extra_env=app_env)
         for app in apps.values():
             app.start()
         if CLIENT_CPU:
@@ -264,7 +266,9 @@ async def run(args: argparse.Namespace) -> str:
             for round_index in range(args.rounds):
                 tag = f"N{n} r{round_index} {time.time_ns()}"
                 await direct_round(base_url, api_key, model, n=n, tokens=args.tokens, tag=tag, sample=paths["direct"])
-                for name, app in apps.items():
+                # Apps take turns going first: the one after another may meet the first one's leftovers in vLLM.
+                turns = list(apps.items())
+                for name, app in turns[::-1] if round_index % 2 else turns:
                     pid = app.process.pid if app.process else None
                     await app_round(
                         app.url, n=n, tokens=args.tokens, tag=tag, sample=paths[name], app_pid=pid, deflate=args.deflate
@@ -301,9 +305,10 @@ def main() -> int:
     parser.add_argument("--interval-ms", type=float, default=30.0, help="the app's STREAM_INTERVAL_MS")
     parser.add_argument(
         "--history",
-        choices=["on", "off", "both"],
+        choices=sorted(HISTORY_SETUPS),
         default="on",
-        help="the app's HISTORY (SQLite); both: an app of each, interleaved in the same run",
+        help="the app's HISTORY (SQLite); both: an app of each, interleaved in the same run; "
+        "off-twice: two apps without history (the noise between identical paths)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument("--no-plot", action="store_true")
