@@ -1,19 +1,16 @@
-"""The history database: its URL, an engine tuned for it, its schema brought up to date, work off the event loop."""
+"""The history database: its URL, an engine tuned for it, and its schema brought up to date."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Engine, make_url
 
 from app.schema import migrate
 
-Result = TypeVar("Result")
 # The driver for each database a user may name. Synchronous drivers run in worker threads: a batch of
 # statements costs one thread hop, where an async driver costs a hop (and a greenlet switch) per statement.
 DRIVERS = {"sqlite": "sqlite+pysqlite", "postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
@@ -62,25 +59,3 @@ def upgrade(engine: Engine) -> None:
     """Create or migrate the schema to the newest version."""
     with engine.begin() as connection:
         migrate(connection)
-
-
-async def read(engine: Engine, work: Callable[[Connection], Result]) -> Result:
-    """Run a query in a worker thread, so the event loop that streams answers never waits on the database."""
-    return await asyncio.to_thread(connected, engine, work)
-
-
-async def transact(engine: Engine, work: Callable[[Connection], Result]) -> Result:
-    """Run work in one transaction in a worker thread."""
-    return await asyncio.to_thread(in_transaction, engine, work)
-
-
-def connected(engine: Engine, work: Callable[[Connection], Result]) -> Result:
-    """Work on a connection of its own."""
-    with engine.connect() as connection:
-        return work(connection)
-
-
-def in_transaction(engine: Engine, work: Callable[[Connection], Result]) -> Result:
-    """Work in a transaction of its own, committed when it returns."""
-    with engine.begin() as connection:
-        return work(connection)

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
@@ -18,7 +19,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.database import read
 from app.schema import elements, feedbacks, steps, threads, timestamp, users
 
 if TYPE_CHECKING:
@@ -53,6 +53,10 @@ TRANSIENT_STEP_FIELDS = frozenset({"streaming", "waitForAnswer", "feedback"})
 NEW_THREADS = "new_threads"
 # Where the history cannot be written, Chainlit's own calls see this rather than a driver's error.
 STORE_ERRORS = (SQLAlchemyError, OSError, asyncio.TimeoutError)
+# Threads of the store's own (a database that hangs holds these, not the threads the rest of the app uses):
+# the writer's one and a few readers.
+DATABASE_THREADS = 4
+Result = TypeVar("Result")
 
 
 class HistoryUnavailable(RuntimeError):
@@ -80,6 +84,16 @@ class ChatStore(BaseDataLayer):
         self._statements: dict[str, sa.Insert] = {}
         # Chats known to have a committed row, so a message costs one statement, not two.
         self._known_threads: set[str] = set()
+        self._threads = ThreadPoolExecutor(DATABASE_THREADS, thread_name_prefix="history")
+
+    async def _read(self, work: Callable[[Connection], Result]) -> Result:
+        """Run a query in one of the store's threads, so the event loop that streams answers never waits on it."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self._connected, work)
+
+    def _connected(self, work: Callable[[Connection], Result]) -> Result:
+        """Work on a connection of its own."""
+        with self.engine.connect() as connection:
+            return work(connection)
 
     async def _write(self, what: str, work: Work) -> Any:
         """Run work in the writer's next transaction; a failure is logged, reported, raised as HistoryUnavailable."""
@@ -120,7 +134,7 @@ class ChatStore(BaseDataLayer):
 
     async def _commit(self, works: list[Work]) -> list[Any]:
         """Run the works in one transaction, in a worker thread."""
-        results, created = await asyncio.to_thread(self._run_together, works)
+        results, created = await asyncio.get_running_loop().run_in_executor(self._threads, self._run_together, works)
         self._known_threads |= created  # committed: later writes may rely on these rows
         return results
 
@@ -158,7 +172,7 @@ class ChatStore(BaseDataLayer):
 
     async def get_user(self, identifier: str) -> PersistedUser | None:
         query = sa.select(users).where(users.c.identifier == identifier)
-        row = await read(self.engine, lambda connection: connection.execute(query).first())
+        row = await self._read(lambda connection: connection.execute(query).first())
         return persisted_user(row._mapping) if row else None
 
     async def create_user(self, user: User) -> PersistedUser | None:
@@ -209,7 +223,7 @@ class ChatStore(BaseDataLayer):
             query = query.join(feedbacks, feedbacks.c.thread_id == threads.c.id).where(feedbacks.c.id == feedback_id)
         else:
             query = query.join(steps, steps.c.thread_id == threads.c.id).where(steps.c.id == step_id)
-        return str(await read(self.engine, lambda connection: connection.execute(query).scalar()) or "")
+        return str(await self._read(lambda connection: connection.execute(query).scalar()) or "")
 
     # ---- elements ----------------------------------------------------------------------
 
@@ -226,7 +240,7 @@ class ChatStore(BaseDataLayer):
 
     async def get_element(self, thread_id: str, element_id: str) -> ElementDict | None:
         query = sa.select(elements.c.details).where(elements.c.id == element_id, elements.c.thread_id == thread_id)
-        details = await read(self.engine, lambda connection: connection.execute(query).scalar())
+        details = await self._read(lambda connection: connection.execute(query).scalar())
         return cast("ElementDict | None", details)
 
     @queued
@@ -290,7 +304,7 @@ class ChatStore(BaseDataLayer):
 
     async def get_thread_author(self, thread_id: str) -> str:
         query = sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == thread_id)
-        return str(await read(self.engine, lambda connection: connection.execute(query).scalar()) or "")
+        return str(await self._read(lambda connection: connection.execute(query).scalar()) or "")
 
     async def delete_thread(self, thread_id: str) -> None:
         def work(connection: Connection) -> None:
@@ -367,7 +381,7 @@ class ChatStore(BaseDataLayer):
                     )
             return list(connection.execute(listed.limit(pagination.first + 1)).all())
 
-        rows = await read(self.engine, page_of)
+        rows = await self._read(page_of)
         page = [thread_dict(row._mapping, [], []) for row in rows[: pagination.first]]
         return PaginatedResponse(
             data=page,
@@ -379,7 +393,7 @@ class ChatStore(BaseDataLayer):
         )
 
     async def get_thread(self, thread_id: str) -> ThreadDict | None:
-        return await read(self.engine, lambda connection: self._thread(connection, thread_id))
+        return await self._read(lambda connection: self._thread(connection, thread_id))
 
     def _thread(self, connection: Connection, thread_id: str) -> ThreadDict | None:
         """The chat with its messages and elements, as Chainlit shows it."""
@@ -416,7 +430,8 @@ class ChatStore(BaseDataLayer):
         return ""
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.engine.dispose)
+        await asyncio.get_running_loop().run_in_executor(self._threads, self.engine.dispose)
+        self._threads.shutdown(wait=False)
 
 
 def shown(step: StepDict) -> bool:
