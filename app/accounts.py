@@ -80,14 +80,14 @@ def password_users(engine: Engine) -> int:
     """How many users can log in with a password."""
     with engine.connect() as connection:
         query = sa.select(sa.func.count()).select_from(users).where(users.c.password_hash.is_not(None))
-        return int((connection.execute(query)).scalar() or 0)
+        return int(connection.execute(query).scalar() or 0)
 
 
 def list_users(engine: Engine) -> list[str]:
     """The identifiers of the users with a password."""
     with engine.connect() as connection:
         query = sa.select(users.c.identifier).where(users.c.password_hash.is_not(None)).order_by(users.c.identifier)
-        return list((connection.execute(query)).scalars())
+        return list(connection.execute(query).scalars())
 
 
 def set_password(engine: Engine, name: str, password: str) -> bool:
@@ -111,7 +111,7 @@ def set_password(engine: Engine, name: str, password: str) -> bool:
 def remove_user(engine: Engine, name: str) -> bool:
     """Remove the user and every chat of theirs, in one transaction; False if there was none."""
     with engine.begin() as connection:
-        user_id = (connection.execute(sa.select(users.c.id).where(users.c.identifier == name))).scalar()
+        user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).scalar()
         if user_id is None:
             return False
         theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
@@ -125,7 +125,7 @@ def remove_user(engine: Engine, name: str) -> bool:
 def verify_password(engine: Engine, name: str, password: str) -> bool:
     """True if the user exists and the password is theirs."""
     with engine.connect() as connection:
-        hashed = (connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == name))).scalar()
+        hashed = connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == name)).scalar()
     if not hashed:
         return False
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -99,7 +98,7 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
         @cl.password_auth_callback
         async def password_user(name: str, password: str) -> cl.User | None:
             """A user added with `make user-add`, with their password."""
-            if await asyncio.to_thread(verify_password, store.engine, name, password):  # argon2 is slow on purpose
+            if await store.in_worker(verify_password, store.engine, name, password):  # argon2 is slow on purpose
                 return cl.User(identifier=name, metadata={"provider": "password"})
             return None
 

@@ -52,7 +52,7 @@ TRANSIENT_STEP_FIELDS = frozenset({"streaming", "waitForAnswer", "feedback"})
 # PostgreSQL, and a step must never reference a thread row that is not committed yet).
 NEW_THREADS = "new_threads"
 # Where the history cannot be written, Chainlit's own calls see this rather than a driver's error.
-STORE_ERRORS = (SQLAlchemyError, OSError, asyncio.TimeoutError)
+STORE_ERRORS = (SQLAlchemyError, OSError)
 # Threads of the store's own (a database that hangs holds these, not the threads the rest of the app uses):
 # the writer's one and a few readers.
 DATABASE_THREADS = 4
@@ -84,11 +84,19 @@ class ChatStore(BaseDataLayer):
         self._statements: dict[str, sa.Insert] = {}
         # Chats known to have a committed row, so a message costs one statement, not two.
         self._known_threads: set[str] = set()
-        self._threads = ThreadPoolExecutor(DATABASE_THREADS, thread_name_prefix="history")
+        self._workers = ThreadPoolExecutor(DATABASE_THREADS, thread_name_prefix="history")
+
+    async def in_worker(self, function: Callable[..., Result], *args: Any) -> Result:
+        """Run database work in one of the store's threads, so the event loop that streams answers never waits on it."""
+        return await asyncio.get_running_loop().run_in_executor(self._workers, function, *args)
 
     async def _read(self, work: Callable[[Connection], Result]) -> Result:
-        """Run a query in one of the store's threads, so the event loop that streams answers never waits on it."""
-        return await asyncio.get_running_loop().run_in_executor(self._threads, self._connected, work)
+        """Run a query on a connection of its own."""
+        return await self.in_worker(self._connected, work)
+
+    async def _scalar(self, query: sa.Select[Any]) -> Any:
+        """The first column of the query's first row (None if no row)."""
+        return await self._read(lambda connection: connection.execute(query).scalar())
 
     def _connected(self, work: Callable[[Connection], Result]) -> Result:
         """Work on a connection of its own."""
@@ -134,7 +142,7 @@ class ChatStore(BaseDataLayer):
 
     async def _commit(self, works: list[Work]) -> list[Any]:
         """Run the works in one transaction, in a worker thread."""
-        results, created = await asyncio.get_running_loop().run_in_executor(self._threads, self._run_together, works)
+        results, created = await self.in_worker(self._run_together, works)
         self._known_threads |= created  # committed: later writes may rely on these rows
         return results
 
@@ -194,9 +202,9 @@ class ChatStore(BaseDataLayer):
 
     async def upsert_feedback(self, feedback: Feedback) -> str:
         def work(connection: Connection) -> str:
-            thread_id = (connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == feedback.forId))).scalar()
-            existing = (
-                connection.execute(sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId))
+            thread_id = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == feedback.forId)).scalar()
+            existing = connection.execute(
+                sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId)
             ).scalar()
             feedback_id = str(existing or feedback.id or uuid.uuid4())
             row = {
@@ -223,7 +231,7 @@ class ChatStore(BaseDataLayer):
             query = query.join(feedbacks, feedbacks.c.thread_id == threads.c.id).where(feedbacks.c.id == feedback_id)
         else:
             query = query.join(steps, steps.c.thread_id == threads.c.id).where(steps.c.id == step_id)
-        return str(await self._read(lambda connection: connection.execute(query).scalar()) or "")
+        return str(await self._scalar(query) or "")
 
     # ---- elements ----------------------------------------------------------------------
 
@@ -240,7 +248,7 @@ class ChatStore(BaseDataLayer):
 
     async def get_element(self, thread_id: str, element_id: str) -> ElementDict | None:
         query = sa.select(elements.c.details).where(elements.c.id == element_id, elements.c.thread_id == thread_id)
-        details = await self._read(lambda connection: connection.execute(query).scalar())
+        details = await self._scalar(query)
         return cast("ElementDict | None", details)
 
     @queued
@@ -304,7 +312,7 @@ class ChatStore(BaseDataLayer):
 
     async def get_thread_author(self, thread_id: str) -> str:
         query = sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == thread_id)
-        return str(await self._read(lambda connection: connection.execute(query).scalar()) or "")
+        return str(await self._scalar(query) or "")
 
     async def delete_thread(self, thread_id: str) -> None:
         def work(connection: Connection) -> None:
@@ -430,8 +438,8 @@ class ChatStore(BaseDataLayer):
         return ""
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._threads, self.engine.dispose)
-        self._threads.shutdown(wait=False)
+        await self.in_worker(self.engine.dispose)
+        self._workers.shutdown(wait=False)
 
 
 def shown(step: StepDict) -> bool:

@@ -203,15 +203,22 @@ async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
         for i in range(3)
     ]
     prompts = [await prompt_of(client, model, f"multi {i}", PROMPT_TOKENS) for i in range(8)]
-    started = time.perf_counter()
-    many = await asyncio.gather(*(stream_once(client, model, prompt, tokens) for prompt in prompts))
-    elapsed = time.perf_counter() - started
+    multi_tps = await aggregate_tps(client, model, prompts, tokens)
     await client.close()
     return {
         "ttft_ms": 1000 * statistics.median(s[0] for s in singles),
         "single_tps": statistics.median((s[2] - 1) / s[1] for s in singles if s[1] > 0),
-        "multi_tps": sum(s[2] for s in many) / elapsed,
+        "multi_tps": multi_tps,
     }
+
+
+async def aggregate_tps(
+    client: AsyncOpenAI, model: str, prompts: list[str], tokens: int, sampling: Sampling = GREEDY
+) -> float:
+    """Tokens per second of all the prompts' answers streamed at once (their prefill included)."""
+    started = time.perf_counter()
+    many = await asyncio.gather(*(stream_once(client, model, prompt, tokens, sampling) for prompt in prompts))
+    return sum(answer[2] for answer in many) / (time.perf_counter() - started)
 
 
 async def measure_sampling(base_url: str, model: str, tokens: int, rounds: int) -> dict[str, Any]:
@@ -226,11 +233,8 @@ async def measure_sampling(base_url: str, model: str, tokens: int, rounds: int) 
             tag = f"r{round_}s{number}"
             _, seconds, count = await stream_once(client, model, sized.replace("TAG", f"{tag}one"), tokens, sampling)
             single[sampling.label].append((count - 1) / seconds)
-            started = time.perf_counter()
-            many = await asyncio.gather(
-                *(stream_once(client, model, sized.replace("TAG", f"{tag}m{i}"), tokens, sampling) for i in range(8))
-            )
-            multi[sampling.label].append(sum(m[2] for m in many) / (time.perf_counter() - started))
+            prompts = [sized.replace("TAG", f"{tag}m{i}") for i in range(8)]
+            multi[sampling.label].append(await aggregate_tps(client, model, prompts, tokens, sampling))
             print(f"round {round_ + 1}: {sampling.label}", file=sys.stderr, flush=True)
     await client.close()
     return {
