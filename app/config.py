@@ -102,6 +102,9 @@ class Settings(EnvSettings):
     history: bool = Field(True, description="keep chats (sidebar, resume, export) and know who is who")
     data_dir: Path = Field(ROOT / "data", description="the SQLite history and the login secret")
     database_url: str = Field("", description="SQLite or PostgreSQL URL of the history; empty: DATA_DIR/chat.db")
+    database_timeout: float = Field(
+        15.0, gt=0, description="seconds to wait for the history database before the chat says it could not save"
+    )
     allowed_origins: str = Field(
         "", description="web origins that may use the chat, comma-separated; empty: the chat's own address; *: any"
     )

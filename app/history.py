@@ -81,7 +81,9 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
         return History(None)
     os.environ["CHAINLIT_AUTH_SECRET"] = auth_secret(settings.data_dir)
     store = ChatStore(
-        create_engine(database_url(settings.database_url, settings.data_dir)), open_registration=login is Login.LOCAL
+        create_engine(database_url(settings.database_url, settings.data_dir)),
+        open_registration=login is Login.LOCAL,
+        timeout_s=settings.database_timeout,
     )
     history = History(store, notice=notice)
     store.on_write_failure = history.notify_write_failure

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -70,8 +71,10 @@ class ChatStore(BaseDataLayer):
     notice); Chainlit fires step and element writes as tasks nobody awaits, so those never raise.
     """
 
-    def __init__(self, engine: Engine, *, open_registration: bool) -> None:
+    def __init__(self, engine: Engine, *, open_registration: bool, timeout_s: float) -> None:
         self.engine = engine
+        # How long a caller waits for the database: one that hangs (not refuses) gets the usual notice.
+        self.timeout_s = timeout_s
         # Local single-user mode: whoever the header callback names becomes a user. With passwords,
         # users are only those added with `make user-add` (a removed user's token creates nobody).
         self.open_registration = open_registration
@@ -88,7 +91,18 @@ class ChatStore(BaseDataLayer):
 
     async def in_worker(self, function: Callable[..., Result], *args: Any) -> Result:
         """Run database work in one of the store's threads, so the event loop that streams answers never waits on it."""
-        return await asyncio.get_running_loop().run_in_executor(self._workers, function, *args)
+        return await self._in_time(self._in_thread(function, *args))
+
+    def _in_thread(self, function: Callable[..., Result], *args: Any) -> asyncio.Future[Result]:
+        """Database work in one of the store's threads, however long it takes."""
+        return asyncio.get_running_loop().run_in_executor(self._workers, function, *args)
+
+    async def _in_time(self, outcome: Awaitable[Result]) -> Result:
+        """The outcome, or TimeoutError once the database has taken longer than the store's timeout."""
+        try:
+            return await asyncio.wait_for(outcome, self.timeout_s)
+        except TimeoutError:
+            raise TimeoutError(f"the database did not answer within {self.timeout_s:g} s") from None
 
     async def _read(self, work: Callable[[Connection], Result]) -> Result:
         """Run a query on a connection of its own."""
@@ -110,8 +124,11 @@ class ChatStore(BaseDataLayer):
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued())
         try:
-            return await done
+            # The write stays queued when the caller stops waiting: a database that answers late still gets it.
+            return await self._in_time(asyncio.shield(done))
         except STORE_ERRORS as error:
+            if not done.done():  # timed out: still queued, and what becomes of it is logged
+                done.add_done_callback(functools.partial(log_late_write, what))
             logger.error("History: could not %s: %s", what, error)
             if self.on_write_failure is not None:
                 await self.on_write_failure(what)
@@ -141,8 +158,8 @@ class ChatStore(BaseDataLayer):
             return error
 
     async def _commit(self, works: list[Work]) -> list[Any]:
-        """Run the works in one transaction, in a worker thread."""
-        results, created = await self.in_worker(self._run_together, works)
+        """Run the works in one transaction, in a worker thread, however long it takes (writes keep their order)."""
+        results, created = await self._in_thread(self._run_together, works)
         self._known_threads |= created  # committed: later writes may rely on these rows
         return results
 
@@ -438,7 +455,8 @@ class ChatStore(BaseDataLayer):
         return ""
 
     async def close(self) -> None:
-        await self.in_worker(self.engine.dispose)
+        with contextlib.suppress(TimeoutError):  # a database that hangs keeps its connections
+            await self.in_worker(self.engine.dispose)
         self._workers.shutdown(wait=False)
 
 
@@ -455,10 +473,18 @@ def storable(text: str | None) -> str:
     return (text or "").replace("\x00", "")
 
 
-def settle(done: asyncio.Future[Any], outcome: Any) -> None:
-    """Hand a write's result (or exception) to its caller, unless the caller stopped waiting."""
-    if done.done():
+def log_late_write(what: str, done: asyncio.Future[Any]) -> None:
+    """Say how a write ended whose caller stopped waiting for the database."""
+    if done.cancelled():
         return
+    if (error := done.exception()) is not None:
+        logger.error("History: could not %s after all: %s", what, error)
+    else:
+        logger.warning("History: could not %s in time, but did once the database answered", what)
+
+
+def settle(done: asyncio.Future[Any], outcome: Any) -> None:
+    """Hand a write's result (or exception) to its caller (shielded: a caller that stops waiting leaves it pending)."""
     if isinstance(outcome, BaseException):
         done.set_exception(outcome)
     else:

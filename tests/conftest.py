@@ -64,7 +64,8 @@ def postgres() -> Iterator[PostgresServer]:
 @pytest.fixture(scope="session")
 def pg_app(shared_stack: tuple[VllmServer, ChatApp], postgres: PostgresServer) -> Iterator[ChatApp]:
     """The app keeping its history in PostgreSQL, against the shared vLLM."""
-    app = ChatApp(shared_stack[0], extra_env={"DATABASE_URL": postgres.new_database("shared_history")})
+    database = postgres.new_database("shared_history")
+    app = ChatApp(shared_stack[0], extra_env={"DATABASE_URL": database, "DATABASE_TIMEOUT": "5"})
     with running(app):
         yield app
 

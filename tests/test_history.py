@@ -359,5 +359,20 @@ async def test_a_database_that_fails_is_announced_and_the_chat_goes_on(pg_app, p
         await fresh.wait_for(lambda: noticed(fresh), 15)
     finally:
         postgres.start()
-    await tab.close()
-    await fresh.close()
+
+    held_up = await started_chat(pg_app)
+    postgres.pause()  # it neither answers nor refuses: the app's DATABASE_TIMEOUT turns that into the notice
+    try:
+        assert answer_of(await held_up.ask("said while the database hangs"))["output"]
+        await held_up.wait_for(lambda: noticed(held_up), 15)
+    finally:
+        postgres.resume()
+    answer_of(await held_up.ask("said once it answers again"))
+    thread_id = held_up.thread_id_started
+    for _ in range(50):  # the turn said while it hung was queued, and is written now
+        if (await stored_rows(pg_app, thread_id))["steps"] == 4:
+            break
+        await asyncio.sleep(0.3)
+    assert (await stored_rows(pg_app, thread_id))["steps"] == 4  # both questions and both answers
+    for open_tab in (tab, fresh, held_up):
+        await open_tab.close()

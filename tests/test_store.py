@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sqlite3
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from app.store import ChatStore, HistoryUnavailable
 from app.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
 
 DATABASES = itertools.count()
+TIMEOUT_S = 15.0
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -37,7 +39,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         url = database_url(request.getfixturevalue("postgres").new_database(f"store_{next(DATABASES)}"), tmp_path)
     engine = create_engine(url)
     upgrade(engine)
-    chat_store = ChatStore(engine, open_registration=True)
+    chat_store = ChatStore(engine, open_registration=True, timeout_s=TIMEOUT_S)
     yield chat_store
     await chat_store.close()
 
@@ -169,7 +171,7 @@ async def test_deleting_a_chat_removes_all_of_it_and_nothing_else(store):
 
 async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tmp_path, caplog):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True)  # a folder
+    broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True, timeout_s=TIMEOUT_S)  # a folder
     reported: list[str] = []
 
     async def report(what: str) -> None:
@@ -182,6 +184,38 @@ async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tm
     assert reported == ["save a message", "save the chat"]
     assert [r.levelname for r in caplog.records if "History: could not" in r.getMessage()] == ["ERROR", "ERROR"]
     await broken.close()
+
+
+async def test_a_write_the_database_holds_up_is_reported_then_made_once_it_answers(tmp_path, caplog):
+    init_http_context()
+    engine = create_engine(database_url("", tmp_path))
+    upgrade(engine)
+    held_up = ChatStore(engine, open_registration=True, timeout_s=0.5)
+    reported: list[str] = []
+
+    async def report(what: str) -> None:
+        reported.append(what)
+
+    held_up.on_write_failure = report
+    other_writer = sqlite3.connect(tmp_path / "chat.db", isolation_level=None)
+    other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock, as a hung transaction would
+    try:
+        with pytest.raises(HistoryUnavailable):
+            await held_up.update_thread("t1", name="said while the database hangs")
+        assert reported == ["save the chat"]
+    finally:
+        other_writer.execute("ROLLBACK")
+        other_writer.close()
+    await held_up.create_step(step("u1", "t1", "user_message", "said after", 1))
+    thread = await held_up.get_thread("t1")
+    assert thread is not None and thread["name"] == "said while the database hangs"
+    assert [s["output"] for s in thread["steps"]] == ["said after"]
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("History:")]
+    assert logged == [
+        ("ERROR", "History: could not save the chat: the database did not answer within 0.5 s"),
+        ("WARNING", "History: could not save the chat in time, but did once the database answered"),
+    ]
+    await held_up.close()
 
 
 async def test_passwords_are_argon2_hashes_and_removing_a_user_removes_their_chats(store):
