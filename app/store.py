@@ -319,10 +319,11 @@ class ChatStore(BaseDataLayer):
 
     def _ensure_thread(self, connection: Connection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
-        if thread_id in self._known_threads:
-            return
-        row = {"id": thread_id, "created_at": timestamp(), "metadata": {}}
-        connection.execute(self._insert(threads).values(**row).on_conflict_do_nothing(index_elements=["id"]))
+        if thread_id in self._known_threads or thread_id in connection.info[NEW_THREADS]:
+            return  # committed, or created earlier in this transaction (Chainlit's naming usually comes first)
+        if "new_thread" not in self._statements:
+            self._statements["new_thread"] = self._insert(threads).on_conflict_do_nothing(index_elements=["id"])
+        connection.execute(self._statements["new_thread"], {"id": thread_id, "created_at": timestamp(), "metadata": {}})
         connection.info[NEW_THREADS].add(thread_id)
 
     # ---- threads -----------------------------------------------------------------------
