@@ -83,8 +83,8 @@ class ChatStore(BaseDataLayer):
         # time anyway, and a transaction per message costs more than the message's statements.
         self._queue: list[tuple[Work, asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
-        # Statements built once: building an upsert costs more CPU than running it.
-        self._statements: dict[str, sa.Insert] = {}
+        # Statements built once (these and the cached properties): building an upsert costs more CPU than running it.
+        self._upserts: dict[str, sa.Insert] = {}
         # Chats known to have a committed row, so a message costs one statement, not two.
         self._known_threads: set[str] = set()
         self._workers = ThreadPoolExecutor(DATABASE_THREADS, thread_name_prefix="history")
@@ -172,22 +172,26 @@ class ChatStore(BaseDataLayer):
 
     def _upsert(self, table: sa.Table) -> sa.Insert:
         """INSERT ... ON CONFLICT (id) DO UPDATE of every column, in the dialect at hand; built once per table."""
-        if table.name not in self._statements:
+        if table.name not in self._upserts:
             statement = self._insert(table)
             changes = {column.name: statement.excluded[column.name] for column in table.c if column.name != "id"}
-            self._statements[table.name] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
-        return self._statements[table.name]
+            self._upserts[table.name] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
+        return self._upserts[table.name]
 
+    @functools.cached_property
     def _name_thread(self) -> sa.Insert:
         """Create a chat or set its name; its owner only if it has none (a chat never changes hands)."""
-        if "name_thread" not in self._statements:
-            statement = self._insert(threads)
-            changes = {
-                "name": sa.func.coalesce(statement.excluded.name, threads.c.name),
-                "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
-            }
-            self._statements["name_thread"] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
-        return self._statements["name_thread"]
+        statement = self._insert(threads)
+        changes = {
+            "name": sa.func.coalesce(statement.excluded.name, threads.c.name),
+            "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
+        }
+        return statement.on_conflict_do_update(index_elements=["id"], set_=changes)
+
+    @functools.cached_property
+    def _new_thread(self) -> sa.Insert:
+        """Create a chat unless it exists."""
+        return self._insert(threads).on_conflict_do_nothing(index_elements=["id"])
 
     def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
         """The dialect's INSERT, which knows ON CONFLICT."""
@@ -321,9 +325,7 @@ class ChatStore(BaseDataLayer):
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
         if thread_id in self._known_threads or thread_id in connection.info[NEW_THREADS]:
             return  # committed, or created earlier in this transaction (Chainlit's naming usually comes first)
-        if "new_thread" not in self._statements:
-            self._statements["new_thread"] = self._insert(threads).on_conflict_do_nothing(index_elements=["id"])
-        connection.execute(self._statements["new_thread"], {"id": thread_id, "created_at": timestamp(), "metadata": {}})
+        connection.execute(self._new_thread, {"id": thread_id, "created_at": timestamp(), "metadata": {}})
         connection.info[NEW_THREADS].add(thread_id)
 
     # ---- threads -----------------------------------------------------------------------
@@ -361,7 +363,7 @@ class ChatStore(BaseDataLayer):
 
         def work(connection: Connection) -> None:
             if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
-                connection.execute(self._name_thread(), row)
+                connection.execute(self._name_thread, row)
                 connection.info[NEW_THREADS].add(thread_id)
             if metadata is None and tags is None:
                 return
