@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import gc
 import json
 import logging
 import time
@@ -61,6 +62,13 @@ def current() -> ChatSession | None:
     """This session's state (None before on_chat_start, e.g. for a client that skipped it)."""
     chat = cl.user_session.get("chat")
     return chat if isinstance(chat, ChatSession) else None
+
+
+@cl.on_app_startup
+def freeze_startup_objects() -> None:
+    """Leave what start-up built out of garbage collection: a full collection of it paused every stream ~150 ms."""
+    gc.collect()
+    gc.freeze()
 
 
 @cl.on_app_shutdown
