@@ -50,6 +50,8 @@ lock(server, sio, settings.origins, settings.hosts)
 history = start(settings, server, notice=lambda: text(session_language(), "history_unavailable"))
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
+# The export buttons in each answer's stats line: the names of their action callbacks below.
+EXPORTS = ("export_markdown", "export_json")
 
 
 def session_language() -> str:
@@ -339,7 +341,7 @@ async def answer(chat: ChatSession, user_text: str, message_id: str) -> None:
         reply.metadata = record.as_metadata()
         await reply.send()
         await show_stats(chat, reply.id, stats)
-        await offer_actions(chat, reply.id)
+        await offer_regenerate(chat, reply.id)
     if failure is not None:
         await say_error(chat, failure, None if reply.content else record)
 
@@ -348,26 +350,23 @@ async def show_stats(chat: ChatSession, answer_id: str, stats: AnswerStats) -> N
     """The small line under an answer (public/elements/AnswerStats.jsx), drawn from the answer's stored stats.
 
     Not stored itself: a resumed chat draws it again from the answer's metadata, one write less per answer.
+    With history on it carries the export buttons: part of a line sent anyway, not two more messages per answer.
     """
-    props = {"text": stats.describe(chat.lang)}
+    exports = [{"name": name, "label": text(chat.lang, name)} for name in EXPORTS] if history.store is not None else []
+    props = {"text": stats.describe(chat.lang), "exports": exports}
     # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
     url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()
     element = cl.CustomElement(name="AnswerStats", props=props, display="inline", url=url)
     await element.send(for_id=answer_id, persist=False)
 
 
-async def offer_actions(chat: ChatSession, answer_id: str) -> None:
-    """Regenerate (and export, with history) on the newest answer only."""
-    for action in chat.answer_actions:
-        await action.remove()
-    names = ["regenerate", *(["export_markdown", "export_json"] if history.store is not None else [])]
-    icons = {"regenerate": "refresh-cw", "export_markdown": "file-text", "export_json": "file-json"}
-    chat.answer_actions = [
-        cl.Action(name=name, payload={}, label=text(chat.lang, name), icon=icons[name], tooltip=text(chat.lang, name))
-        for name in names
-    ]
-    for action in chat.answer_actions:
-        await action.send(for_id=answer_id)
+async def offer_regenerate(chat: ChatSession, answer_id: str) -> None:
+    """The regenerate button, on the newest answer only."""
+    if chat.regenerate is not None:
+        await chat.regenerate.remove()
+    label = text(chat.lang, "regenerate")
+    chat.regenerate = cl.Action(name="regenerate", payload={}, label=label, icon="refresh-cw", tooltip=label)
+    await chat.regenerate.send(for_id=answer_id)
     chat.last_answer_id = answer_id
 
 
@@ -432,7 +431,7 @@ async def on_connection_successful(sid: str) -> None:
         # Only now: the page replaces its messages with the thread's after on_chat_resume.
         for answer_id, stats in chat.resumed_stats.items():
             await show_stats(chat, answer_id, stats)
-        await offer_actions(chat, chat.resumed_answer)
+        await offer_regenerate(chat, chat.resumed_answer)
         chat.resumed_answer, chat.resumed_stats = None, {}
 
 

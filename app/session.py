@@ -23,10 +23,10 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
-    # The newest answer, which carries the regenerate (and export) buttons.
+    # The newest answer, which carries the regenerate button.
     last_answer_id: str | None = None
-    answer_actions: list[cl.Action] = field(default_factory=list)
-    # Set by a resume: the answer to give those buttons, and each answer's stats line, once the page
+    regenerate: cl.Action | None = None
+    # Set by a resume: the answer to give that button, and each answer's stats line, once the page
     # shows the past messages.
     resumed_answer: str | None = None
     resumed_stats: dict[str, AnswerStats] = field(default_factory=dict)

@@ -359,7 +359,6 @@ class ChatStore(BaseDataLayer):
             "name": None if name is None else storable(name),
             "user_id": user_id,
         }
-        metadata_of = sa.select(threads.c.metadata).where(threads.c.id == thread_id)
 
         def work(connection: Connection) -> None:
             if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
@@ -367,7 +366,7 @@ class ChatStore(BaseDataLayer):
                 connection.info[NEW_THREADS].add(thread_id)
             if metadata is None and tags is None:
                 return
-            current = (connection.execute(metadata_of)).first()
+            current = connection.execute(sa.select(threads.c.metadata).where(threads.c.id == thread_id)).first()
             if current is None:  # deleted meanwhile: a settings save does not bring it back
                 return
             changes: dict[str, Any] = {}

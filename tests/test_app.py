@@ -50,6 +50,11 @@ async def test_answer_is_streamed_token_by_token_and_ends_with_stats(client, vll
     stats = [d for e, d in client.events if e == "element" and d.get("forId") == reply["id"]]
     assert stats and stats[0]["name"] == "AnswerStats"
     assert re.fullmatch(r"first token \d+ ms · \d+ tokens · [\d.]+ tok/s", stats[0]["props"]["text"])
+    # With history on (the default), the stats line carries the export buttons.
+    assert stats[0]["props"]["exports"] == [
+        {"name": "export_markdown", "label": "Export Markdown"},
+        {"name": "export_json", "label": "Export JSON"},
+    ]
 
 
 async def test_settings_change_applies_to_the_next_request(client, vllm):
@@ -218,7 +223,7 @@ async def test_regenerate_replaces_the_last_answer(client, vllm):
     await client.change_settings({"max_tokens": 6, "temperature": 1.0})
     first = [m for m in await client.ask("regenerate me") if m.get("type") == "assistant_message"][-1]
     actions = [d for e, d in client.events if e == "action" and d.get("forId") == first["id"]]
-    assert [a["name"] for a in actions] == ["regenerate", "export_markdown", "export_json"]
+    assert [a["name"] for a in actions] == ["regenerate"]
     before = len(vllm.logged_requests())
     mark = len(client.events)
     status, response = await client.click(actions[0])

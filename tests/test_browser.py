@@ -338,7 +338,8 @@ def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm
         for text in said:
             expect(answers.filter(has_text=text.strip()[:30])).to_have_count(1)
         expect(answers.last.get_by_test_id("answer-stats")).to_be_visible()
-        expect(page.get_by_role("button", name="Export Markdown", exact=True)).to_be_visible(timeout=10_000)
+        export = page.locator(ANSWERS).last.get_by_role("button", name="Export Markdown", exact=True)
+        expect(export).to_be_visible(timeout=10_000)
         shoot(page, "history")
         page.click("#chat-settings-open-modal")
         expect(page.locator("#system_prompt")).to_have_value("Remember pelicans.")
@@ -354,4 +355,7 @@ def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm
         positions = [prompt.index(part) for part in ("the pelican question", said[0].strip()[:20], "a second question")]
         assert positions == sorted(positions) and prompt.endswith("User: and after the restart?\nAssistant: ")
         assert request["temperature"] == "0.3"
+        export.click()  # AnswerStats.jsx posts the action as Chainlit's own buttons do
+        expect(page.get_by_text("This chat as Markdown:")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("chat.md")).to_be_visible()
         page.context.close()

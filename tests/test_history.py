@@ -125,8 +125,10 @@ async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_resta
     lines = {e["forId"]: e["props"]["text"] for e in again.events_since(0, "element")}
     assert set(lines) == {s["id"] for s in answered} and all(" tokens · " in line for line in lines.values())
     assert "stopped" in lines[answered[-1]["id"]]
-    await again.wait_for(lambda: len(again.actions(newest["id"])) == 3, 10)
-    assert [a["name"] for a in again.actions(newest["id"])] == ["regenerate", "export_markdown", "export_json"]
+    await again.wait_for(lambda: len(again.actions(newest["id"])) == 1, 10)
+    assert [a["name"] for a in again.actions(newest["id"])] == ["regenerate"]
+    exports = [[b["name"] for b in e["props"]["exports"]] for e in again.events_since(0, "element")]
+    assert exports == [["export_markdown", "export_json"]] * len(answered)
 
     before = len(vllm.logged_requests())
     answer_of(await again.ask("after the restart"))
@@ -194,11 +196,11 @@ async def test_rename_search_rate_export_and_delete_a_chat(history_app):
 
 
 async def export(tab: ChatClient, name: str) -> str:
-    """Click an export button under the newest answer and download the file it offers."""
-    newest = [m for m in tab.messages.values() if m.get("type") == "assistant_message" and tab.actions(m["id"])][-1]
-    button = next(a for a in tab.actions(newest["id"]) if a["name"] == name)
+    """Click an export button in the newest answer's stats line and download the file it offers."""
+    line = [d for e, d in tab.events if e == "element" and d.get("name") == "AnswerStats"][-1]
+    button = next(b for b in line["props"]["exports"] if b["name"] == name)
     mark = len(tab.events)
-    status, _ = await tab.click(button)
+    status, _ = await tab.click({"name": button["name"], "payload": {}})  # what AnswerStats.jsx posts
     assert status == 200
     await tab.wait_for(lambda: tab.events_since(mark, "element"), 30)
     file = tab.events_since(mark, "element")[0]
