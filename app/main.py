@@ -269,11 +269,11 @@ async def on_regenerate(action: cl.Action) -> None:
     if chat is None or await refused_while_busy(chat) or not chat.conversation.turns:
         return
     last = chat.conversation.turns[-1]
-    if chat.last_answer_id is not None:
-        shown = [message for message in chat_context.get() if message.id == chat.last_answer_id]
-        for message in shown or [cl.Message(content="", id=chat.last_answer_id)]:  # none: a resumed answer
-            await message.remove()
-        chat.last_answer_id = None
+    if chat.regenerate is not None and (answer_id := chat.regenerate.forId) is not None:
+        shown = [message for message in chat_context.get() if message.id == answer_id]
+        for message in shown or [cl.Message(content="", id=answer_id)]:  # none: a resumed answer
+            await message.remove()  # its button goes with it
+        chat.regenerate = None
     take_turn_in_background(chat, last.user, last.message_id)
 
 
@@ -367,7 +367,6 @@ async def offer_regenerate(chat: ChatSession, answer_id: str) -> None:
     label = text(chat.lang, "regenerate")
     chat.regenerate = cl.Action(name="regenerate", payload={}, label=label, icon="refresh-cw", tooltip=label)
     await chat.regenerate.send(for_id=answer_id)
-    chat.last_answer_id = answer_id
 
 
 @cl.action_callback("export_markdown")

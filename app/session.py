@@ -23,8 +23,7 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
-    # The newest answer, which carries the regenerate button.
-    last_answer_id: str | None = None
+    # The regenerate button, on the newest answer (its forId).
     regenerate: cl.Action | None = None
     # Set by a resume: the answer to give that button, and each answer's stats line, once the page
     # shows the past messages.
