@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -32,11 +33,12 @@ NOTICE_INTERVAL_S = 60.0
 
 @dataclass
 class History:
-    """The store (None with history off), and which chats were told of failures."""
+    """The store (None with history off), which chats were told of failures, and settings being saved."""
 
     store: ChatStore | None
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
+    saving: set[asyncio.Task[bool]] = field(default_factory=set)
 
     async def notify_write_failure(self, _what: str) -> None:
         """Tell the chat whose message could not be saved, at most once a minute (not persisted)."""
@@ -54,12 +56,33 @@ class History:
         message = cl.ErrorMessage(content=self.notice())
         await cl.context.emitter.send_step(message.to_dict())
 
-    async def save_preferences(self, preferences: dict[str, Any]) -> None:
-        """Keep the chat's settings with it (Chainlit itself saves them only on disconnect)."""
+    async def save_preferences(self, preferences: dict[str, Any]) -> bool:
+        """Keep the chat's settings with it (Chainlit itself saves them only on disconnect); False if not kept.
+
+        Before its first message a chat has no row yet: its settings are kept with that message.
+        """
         session = cl.context.session
-        if self.store is not None and session.has_first_interaction:
+        if self.store is None:
+            return True
+        if not session.has_first_interaction:
+            return False
+        try:
+            await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
+        except HistoryUnavailable:  # logged and announced by the store
+            return False
+        return True
+
+    def save_preferences_soon(self, preferences: dict[str, Any]) -> None:
+        """Save the settings without holding up the answer that is about to start."""
+        saving = asyncio.create_task(self.save_preferences(preferences))
+        self.saving.add(saving)  # the loop keeps only weak references to tasks
+        saving.add_done_callback(self.saving.discard)
+
+    async def name_chat(self, name: str) -> None:
+        """Name this session's chat (Chainlit names one begun by a button after the button's name)."""
+        if self.store is not None:
             with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store
-                await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
+                await self.store.update_thread(cl.context.session.thread_id, name=name)
 
     async def thread(self) -> dict[str, Any] | None:
         """This session's stored chat, if any; HistoryUnavailable when it cannot be read."""

@@ -195,6 +195,28 @@ async def test_rename_search_rate_export_and_delete_a_chat(history_app):
     await tab.close()
 
 
+async def test_a_chat_begun_by_a_starter_is_named_by_its_prompt_and_keeps_its_early_settings(history_app):
+    tab = await started_chat(history_app)  # settings changed before the chat's first message
+    await tab.change_settings({"system_prompt": "SET-BEFORE-THE-FIRST-MESSAGE"})
+    greeting = next(m for m in tab.messages.values() if m.get("type") == "assistant_message")
+    starter = next(a for a in tab.actions(greeting["id"]) if a["name"] == "starter")
+    mark = len(tab.events)
+    status, _ = await tab.click(starter)
+    assert status == 200
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await asyncio.sleep(0.3)
+    thread_id = tab.thread_id_started
+
+    # Still connected: Chainlit's own save of the settings (on disconnect) has not happened.
+    assert [t["name"] for t in await listed(tab) if t["id"] == thread_id] == [starter["payload"]["prompt"]]
+    status, stored = await tab.rest("GET", f"/project/thread/{thread_id}")
+    assert status == 200
+    saved = stored["metadata"]["chat_settings"]
+    assert saved["system_prompt"] == "SET-BEFORE-THE-FIRST-MESSAGE" and saved["max_tokens"] == 8
+    assert [s["output"] for s in stored["steps"] if s["type"] == "user_message"] == [starter["payload"]["prompt"]]
+    await tab.close()
+
+
 async def export(tab: ChatClient, name: str) -> str:
     """Click an export button in the newest answer's stats line and download the file it offers."""
     line = [d for e, d in tab.events if e == "element" and d.get("name") == "AnswerStats"][-1]
