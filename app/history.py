@@ -33,12 +33,12 @@ NOTICE_INTERVAL_S = 60.0
 
 @dataclass
 class History:
-    """The store (None with history off), which chats were told of failures, and settings being saved."""
+    """The store (None with history off), which chats were told of failures, and chats being named."""
 
     store: ChatStore | None
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
-    saving: set[asyncio.Task[bool]] = field(default_factory=set)
+    naming: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def notify_write_failure(self, _what: str) -> None:
         """Tell the chat whose message could not be saved, at most once a minute (not persisted)."""
@@ -56,33 +56,27 @@ class History:
         message = cl.ErrorMessage(content=self.notice())
         await cl.context.emitter.send_step(message.to_dict())
 
-    async def save_preferences(self, preferences: dict[str, Any]) -> bool:
-        """Keep the chat's settings with it (Chainlit itself saves them only on disconnect); False if not kept.
-
-        Before its first message a chat has no row yet: its settings are kept with that message.
-        """
+    async def save_preferences(self, preferences: dict[str, Any]) -> None:
+        """Keep the chat's settings with it (Chainlit itself saves them only on disconnect)."""
         session = cl.context.session
-        if self.store is None:
-            return True
-        if not session.has_first_interaction:
-            return False
-        try:
-            await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
-        except HistoryUnavailable:  # logged and announced by the store
-            return False
-        return True
-
-    def save_preferences_soon(self, preferences: dict[str, Any]) -> None:
-        """Save the settings without holding up the answer that is about to start."""
-        saving = asyncio.create_task(self.save_preferences(preferences))
-        self.saving.add(saving)  # the loop keeps only weak references to tasks
-        saving.add_done_callback(self.saving.discard)
-
-    async def name_chat(self, name: str) -> None:
-        """Name this session's chat (Chainlit names one begun by a button after the button's name)."""
-        if self.store is not None:
+        if self.store is not None and session.has_first_interaction:
             with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store
-                await self.store.update_thread(cl.context.session.thread_id, name=name)
+                await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
+
+    def new_chat_metadata(self) -> dict[str, Any]:
+        """What a chat is created with at its first message: this session's settings so far."""
+        with contextlib.suppress(ChainlitContextException):  # a REST call (rename) creates no chat
+            session = cl.context.session
+            if isinstance(session, WebsocketSession) and session.chat_settings:
+                return {PREFERENCES_KEY: dict(session.chat_settings)}
+        return {}
+
+    def name_chat(self, name: str) -> None:
+        """Name this session's chat in a task started after Chainlit's own naming task: this name is kept."""
+        if self.store is not None:
+            naming = asyncio.create_task(name_thread(self.store, cl.context.session.thread_id, name))
+            self.naming.add(naming)  # the loop keeps only weak references to tasks
+            naming.add_done_callback(self.naming.discard)
 
     async def thread(self) -> dict[str, Any] | None:
         """This session's stored chat, if any; HistoryUnavailable when it cannot be read."""
@@ -110,6 +104,7 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
     )
     history = History(store, notice=notice)
     store.on_write_failure = history.notify_write_failure
+    store.new_chat_metadata = history.new_chat_metadata
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:
 
@@ -131,6 +126,12 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
     if login is Login.PASSWORD:
         refuse_unknown_users(store)
     return history
+
+
+async def name_thread(store: ChatStore, thread_id: str, name: str) -> None:
+    """Rename a chat; a failure is logged and announced by the store."""
+    with contextlib.suppress(HistoryUnavailable):
+        await store.update_thread(thread_id, name=name)
 
 
 def refuse_unknown_users(store: ChatStore) -> None:

@@ -204,7 +204,7 @@ async def on_settings_change(sid: str, changes: Any) -> dict[str, list[str]]:
         return {"rejected": ["the chat has not started yet"]}
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
     cl.context.session.chat_settings = chat.preferences.model_dump()
-    chat.preferences_unsaved = not await history.save_preferences(chat.preferences.model_dump())
+    await history.save_preferences(chat.preferences.model_dump())
     if rejected:
         await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
         await settings_panel(chat).send()
@@ -230,9 +230,6 @@ async def take_turn(chat: ChatSession, user_text: str, message_id: str) -> None:
     """Answer one user message; one answer at a time per session."""
     if await refused_while_busy(chat):
         return
-    if chat.preferences_unsaved:  # the chat exists from this message on: its settings go with it
-        chat.preferences_unsaved = False
-        history.save_preferences_soon(chat.preferences.model_dump())
     chat.conversation.truncate_at(message_id)  # an edited or regenerated turn replaces what followed
     chat.generation = asyncio.current_task()
     try:
@@ -261,9 +258,8 @@ async def on_starter(action: cl.Action) -> None:
     if chat is None or await refused_while_busy(chat):
         return
     prompt = str(action.payload.get("prompt", ""))
-    if not chat.conversation.turns:  # the chat's first message: Chainlit names the chat after the button
-        await asyncio.sleep(0)  # its naming, a task started just before this callback, is queued first
-        await history.name_chat(prompt)
+    if prompt.strip() and not chat.conversation.turns:  # the chat's first message: Chainlit names it "starter"
+        history.name_chat(prompt)
     message = await cl.Message(content=prompt, author="User", type="user_message").send()
     take_turn_in_background(chat, prompt, message.id)
 

@@ -23,8 +23,6 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
-    # Settings changed before the chat's first message, when it had no row to keep them in yet.
-    preferences_unsaved: bool = False
     # The regenerate button, on the newest answer (its forId).
     regenerate: cl.Action | None = None
     # Set by a resume: the answer to give that button, and each answer's stats line, once the page

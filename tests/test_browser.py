@@ -197,6 +197,8 @@ def test_greeting_and_starters_in_english(browser, chat_app):
     page.get_by_role("button", name="Write a poem", exact=True).click()
     expect(page.locator(USER_MESSAGES).first).to_contain_text("four-line poem")
     wait_answer_done(page, 2)
+    # The sidebar names the chat after the prompt, not after the button's action.
+    expect(page.locator("#thread-history").get_by_text("four-line poem").first).to_be_visible(timeout=10_000)
     page.context.close()
 
 

@@ -216,6 +216,15 @@ async def test_a_chat_begun_by_a_starter_is_named_by_its_prompt_and_keeps_its_ea
     assert [s["output"] for s in stored["steps"] if s["type"] == "user_message"] == [starter["payload"]["prompt"]]
     await tab.close()
 
+    typed = await started_chat(history_app)  # the same for a chat begun with a typed message
+    await typed.change_settings({"temperature": 0.3})
+    answer_of(await typed.ask("typed first"))
+    await asyncio.sleep(0.3)
+    status, stored = await typed.rest("GET", f"/project/thread/{typed.thread_id_started}")
+    assert status == 200 and stored["name"] == "typed first"
+    assert stored["metadata"]["chat_settings"]["temperature"] == 0.3
+    await typed.close()
+
 
 async def export(tab: ChatClient, name: str) -> str:
     """Click an export button in the newest answer's stats line and download the file it offers."""

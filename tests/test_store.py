@@ -124,6 +124,22 @@ async def test_a_chat_keeps_its_first_owner(store):
     assert await store.get_thread_author("t2") == "intruder"
 
 
+async def test_a_chat_starts_with_the_apps_metadata_when_first_named_and_keeps_it_after(store):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier="local"))
+    assert user is not None
+    store.new_chat_metadata = lambda: {"chat_settings": {"top_p": 0.5}}
+    await store.create_step(step("u1", "t1", "user_message", "hi", 1))  # the question may come first
+    await store.update_thread("t1", name="hi", user_id=user.id)
+    await store.update_thread("t2", name="fresh", user_id=user.id)
+    await store.update_thread("t1", metadata={"chat_settings": {"top_p": 0.7}})
+    await store.update_thread("t1", name="renamed")  # a named chat keeps its own metadata
+    first, second = await store.get_thread("t1"), await store.get_thread("t2")
+    assert first is not None and second is not None
+    assert first["metadata"] == {"chat_settings": {"top_p": 0.7}} and first["name"] == "renamed"
+    assert second["metadata"] == {"chat_settings": {"top_p": 0.5}} and second["userIdentifier"] == "local"
+
+
 async def test_listing_pages_searches_and_filters_only_the_users_chats(store):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
     me = await store.create_user(User(identifier="me"))
