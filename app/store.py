@@ -188,18 +188,8 @@ class ChatStore(BaseDataLayer):
         changes = {
             "name": sa.func.coalesce(statement.excluded.name, threads.c.name),
             "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
-        }
-        return statement.on_conflict_do_update(index_elements=["id"], set_=changes)
-
-    @functools.cached_property
-    def _name_new_thread(self) -> sa.Insert:
-        """Name a chat as `_name_thread` does; one never named before (a new chat) also gets the row's metadata."""
-        statement = self._insert(threads)
-        first_naming = threads.c.name.is_(None)
-        changes = {
-            "name": sa.func.coalesce(statement.excluded.name, threads.c.name),
-            "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
-            "metadata": sa.case((first_naming, statement.excluded.metadata), else_=threads.c.metadata),
+            # Named for the first time (its first message): the chat takes the row's metadata, the app's settings.
+            "metadata": sa.case((threads.c.name.is_(None), statement.excluded.metadata), else_=threads.c.metadata),
         }
         return statement.on_conflict_do_update(index_elements=["id"], set_=changes)
 
@@ -367,19 +357,17 @@ class ChatStore(BaseDataLayer):
         tags: list[str] | None = None,
     ) -> None:
         named = name is not None or user_id is not None
-        first_metadata = self.new_chat_metadata() if named else {}
         row: dict[str, Any] = {
             "id": thread_id,
             "created_at": timestamp(),
-            "metadata": first_metadata,
+            "metadata": self.new_chat_metadata() if named else {},
             "name": None if name is None else storable(name),
             "user_id": user_id,
         }
-        naming = self._name_new_thread if first_metadata else self._name_thread
 
         def work(connection: Connection) -> None:
             if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
-                connection.execute(naming, row)
+                connection.execute(self._name_thread, row)
                 connection.info[NEW_THREADS].add(thread_id)
             if metadata is None and tags is None:
                 return
