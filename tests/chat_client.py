@@ -222,6 +222,14 @@ class ChatClient:
         """Click an action button: the page posts it to /project/action."""
         return await self.rest("POST", "/project/action", {"sessionId": self.session_id, "action": action})
 
+    async def click_and_wait(self, action: dict[str, Any], timeout: float = 60) -> tuple[int, Any]:
+        """Click a button that starts an answer, wait for its end; the event mark before the click, the response."""
+        mark = len(self.events)
+        status, response = await self.click(action)
+        assert status == 200, response
+        await self.wait_for(lambda: self.events_since(mark, "task_end"), timeout)
+        return mark, response
+
     async def change_settings(self, settings: Any) -> Any:
         """Submit the settings panel (or anything else, for hostile tests); wait until it is handled."""
         return await self.sio.call("chat_settings_change", settings, timeout=30)

@@ -225,10 +225,8 @@ async def test_regenerate_replaces_the_last_answer(client, vllm):
     actions = [d for e, d in client.events if e == "action" and d.get("forId") == first["id"]]
     assert [a["name"] for a in actions] == ["regenerate"]
     before = len(vllm.logged_requests())
-    mark = len(client.events)
-    status, response = await client.click(actions[0])
-    assert status == 200 and response["success"]
-    await client.wait_for(lambda: client.events_since(mark, "task_end"), 60)
+    mark, response = await client.click_and_wait(actions[0])
+    assert response["success"]
     assert any(d["id"] == first["id"] for d in client.events_since(mark, "delete_message"))
     requests = vllm.logged_requests()[before:]
     assert len(requests) == 1 and requests[0]["prompt"].endswith("User: regenerate me\nAssistant: ")

@@ -68,10 +68,7 @@ async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_resta
     first = answer_of(await tab.ask("first question"))
     second = answer_of(await tab.ask("second question"))
     regenerate = next(a for a in tab.actions(second["id"]) if a["name"] == "regenerate")
-    mark = len(tab.events)
-    status, _ = await tab.click(regenerate)
-    assert status == 200
-    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    mark, _ = await tab.click_and_wait(regenerate)
     await asyncio.sleep(0.1)
     regenerated = [m for m in tab.events_since(mark, "new_message") if m.get("type") == "assistant_message"][-1]
     edited_id = str(uuid.uuid4())
@@ -200,10 +197,7 @@ async def test_a_chat_begun_by_a_starter_is_named_by_its_prompt_and_keeps_its_ea
     await tab.change_settings({"system_prompt": "SET-BEFORE-THE-FIRST-MESSAGE"})
     greeting = next(m for m in tab.messages.values() if m.get("type") == "assistant_message")
     starter = next(a for a in tab.actions(greeting["id"]) if a["name"] == "starter")
-    mark = len(tab.events)
-    status, _ = await tab.click(starter)
-    assert status == 200
-    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await tab.click_and_wait(starter)
     await asyncio.sleep(0.3)
     thread_id = tab.thread_id_started
 
