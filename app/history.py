@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -23,12 +24,16 @@ from starlette.responses import Response
 from app.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
 from app.config import Settings
 from app.database import create_engine, database_url
+from app.starting import Starting
 from app.store import STORE_ERRORS, ChatStore, HistoryUnavailable
 from app.transcript import PREFERENCES_KEY
 
 logger = logging.getLogger(__name__)
 # One notice per chat while writes keep failing: a notice per message would bury the answers.
 NOTICE_INTERVAL_S = 60.0
+# The longest the history's writes wait for the answers starting around them (under a burst of messages the
+# answers get their first tokens sooner; the writes still land a moment later).
+ANSWERS_FIRST_S = 0.3
 
 
 @dataclass
@@ -89,7 +94,7 @@ class History:
             raise HistoryUnavailable("read the chat") from error
 
 
-def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> History:
+def start(settings: Settings, server: FastAPI, notice: Callable[[], str], starting: Starting) -> History:
     """Register the data layer and the login Chainlit will use (at import, before Chainlit starts)."""
     login = startup_login(settings)
     if login is Login.NONE:
@@ -105,6 +110,7 @@ def start(settings: Settings, server: FastAPI, notice: Callable[[], str]) -> His
     history = History(store, notice=notice)
     store.on_write_failure = history.notify_write_failure
     store.new_chat_metadata = history.new_chat_metadata
+    store.before_batch = functools.partial(starting.over, ANSWERS_FIRST_S)
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:
 

@@ -47,7 +47,7 @@ from app.transcript import (
 settings = get_settings()
 backend = Backend(settings)
 lock(server, sio, settings.origins, settings.hosts)
-history = start(settings, server, notice=lambda: text(session_language(), "history_unavailable"))
+history = start(settings, server, lambda: text(session_language(), "history_unavailable"), backend.starting)
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 # The export buttons in each answer's stats line: the names of their action callbacks below.

@@ -82,6 +82,9 @@ class ChatStore(BaseDataLayer):
         # What a chat starts with when it is named at its first message (the app's settings so far), so a
         # chat holds its settings from its first write on, at no extra statement.
         self.new_chat_metadata: Callable[[], dict[str, Any]] = dict
+        # What the writer awaits before each batch: the app's answers that are starting (a commit's thread
+        # competes with the event loop for the app's core, and a first token is what a user waits for).
+        self.before_batch: Callable[[], Awaitable[None]] | None = None
         # One writer per process commits whatever is queued in one transaction: SQLite has one writer at a
         # time anyway, and a transaction per message costs more than the message's statements.
         self._queue: list[tuple[Work, asyncio.Future[Any]]] = []
@@ -145,6 +148,8 @@ class ChatStore(BaseDataLayer):
     async def _write_queued(self) -> None:
         """Commit queued writes in batches; after a failed batch each write alone, so one bad write loses no other."""
         while self._queue:
+            if self.before_batch is not None:
+                await self.before_batch()
             batch, self._queue = self._queue, []
             try:
                 outcomes: list[Any] = await self._commit([work for work, _ in batch])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import sqlite3
@@ -23,6 +24,7 @@ from app.conversation import Ending, Turn
 from app.database import create_engine, database_url, upgrade
 from app.preferences import Preferences
 from app.schema import metadata
+from app.starting import Starting
 from app.store import ChatStore, HistoryUnavailable
 from app.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
 
@@ -362,6 +364,46 @@ async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no
     assert isinstance(outcomes[-1], HistoryUnavailable) and outcomes[:-1] == [None] * 20
     thread = await store.get_thread("t1")
     assert thread is not None and [s["output"] for s in thread["steps"]] == [f"message {index}" for index in range(20)]
+
+
+async def test_writes_wait_for_the_answers_starting_at_most_a_while_and_a_failure_is_still_reported(store, tmp_path):
+    await user_with_chat(store, "me", name="busy")
+    starting = Starting()
+    store.before_batch = functools.partial(starting.over, TIMEOUT_S)
+
+    async def saved() -> list[str]:
+        thread = await store.get_thread("t1")  # reads never wait
+        return [s["output"] for s in thread["steps"]] if thread else []
+
+    with starting.answer() as first_token:
+        writes = asyncio.gather(*(store.create_step(step(f"u{i}", "t1", "user_message", f"q{i}", i)) for i in range(3)))
+        await asyncio.sleep(0.3)
+        assert not writes.done() and await saved() == []
+        first_token()
+        await asyncio.wait_for(writes, TIMEOUT_S)
+    assert await saved() == ["q0", "q1", "q2"]
+
+    broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True, timeout_s=TIMEOUT_S)  # a folder
+    reported: list[str] = []
+
+    async def report(what: str) -> None:
+        reported.append(what)
+
+    broken.on_write_failure, broken.before_batch = report, store.before_batch
+    with starting.answer() as first_token:
+        failing = asyncio.ensure_future(broken.update_thread("t2", name="lost"))
+        await asyncio.sleep(0.3)
+        assert reported == [] and not failing.done()
+        first_token()
+        with pytest.raises(HistoryUnavailable):
+            await failing
+    assert reported == ["save the chat"]
+    await broken.close()
+
+    store.before_batch = functools.partial(starting.over, 0.2)
+    with starting.answer():  # an answer that never starts holds the writes only that long
+        await asyncio.wait_for(store.create_step(step("u3", "t1", "user_message", "q3", 3)), TIMEOUT_S)
+        assert await saved() == ["q0", "q1", "q2", "q3"]
 
 
 async def test_text_with_a_nul_character_is_kept_without_it(store):
