@@ -31,6 +31,8 @@ BENCH_SERVE_ARGS ?=
 APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
 QUANT_PY := $(QUANT_VENV)/bin/python
+# The tests' command: the servers they start find vLLM, llm-compressor and the tiny model here.
+PYTEST = SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest
 GPU_PRESENT := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 SERVER_KIND := $(if $(filter auto,$(DEVICE)),$(GPU_PRESENT),$(DEVICE))
 
@@ -113,19 +115,19 @@ chat: install-app ## Start the chat UI (default http://localhost:7860)
 
 .PHONY: run
 run: install $(if $(filter none,$(QUANT)),,install-quant) ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both
-	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) tools/run.py
+	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) -m tools.run
 
 .PHONY: user-add
 user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice; asks for it)
-	$(APP_PY) -m app.users add "$(NAME)"
+	$(APP_PY) -m app.history.users add "$(NAME)"
 
 .PHONY: user-remove
 user-remove: install-app ## Remove a user and all their chats (NAME=alice)
-	$(APP_PY) -m app.users remove "$(NAME)"
+	$(APP_PY) -m app.history.users remove "$(NAME)"
 
 .PHONY: users
 users: install-app ## List the users who can log in
-	$(APP_PY) -m app.users list
+	$(APP_PY) -m app.history.users list
 
 .PHONY: test-deps
 test-deps: install install-quant tiny-model ## Install everything the tests need (Debian's chromium, PostgreSQL and nginx)
@@ -141,11 +143,19 @@ lint: install-app ## Check style (ruff lint + format) and types (mypy: strict fo
 
 .PHONY: test
 test: test-deps lint ## Install what is needed, check style and types, run every test (real vLLM, app, browser)
-	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+.PHONY: test-fast
+test-fast: install-app ## Run the tests that need no server (vLLM, app, browser, PostgreSQL, nginx): under a minute
+	$(PYTEST) -q -m "not (vllm or app or browser or postgres or nginx)" $(PYTEST_ARGS)
+
+.PHONY: pytest
+pytest: ## Run pytest with PYTEST_ARGS, without the installs and lint (after make test-deps)
+	$(PYTEST) $(PYTEST_ARGS)
 
 .PHONY: bench
 bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
-	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) tools/bench_app.py $(BENCH_ARGS)
+	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_app $(BENCH_ARGS)
 
 .PHONY: install-llama-cpp
 install-llama-cpp: $(LLAMA_CPP_DIR)/bin/llama-server ## Build llama.cpp's server and quantizer for bench-llama-cpp (once; ~15 min on 2 cores)
@@ -155,7 +165,7 @@ $(LLAMA_CPP_DIR)/bin/llama-server: tools/build_llama_cpp.sh | install-app
 
 .PHONY: bench-serve
 bench-serve: install install-quant full-model ## Benchmark vLLM (make serve's flags, plain defaults, QUANT int8/int4) on the full-size random model
-	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) tools/bench_serve.py $(BENCH_SERVE_ARGS)
+	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) -m tools.bench_serve $(BENCH_SERVE_ARGS)
 
 .PHONY: screenshots
 screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png) in a real browser
@@ -164,4 +174,4 @@ screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png,
 
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts
-	rm -rf $(APP_VENV) $(SERVER_VENV) .cache .files test-results
+	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) .cache .files test-results

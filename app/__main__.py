@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from app.accounts import HistoryUnreachable, LoginRequired, startup_login
 from app.config import get_settings, load_or_explain
+from app.errors import HistoryUnreachable, LoginRequired
+from app.history.accounts import startup_login
 
 
 def main() -> int:

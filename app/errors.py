@@ -1,8 +1,23 @@
-"""The one exception type whose message is meant for the person chatting."""
+"""Every exception the app raises on purpose, in one tree.
+
+    AppError
+     ├── ChatError              shown in the chat: a Problem the person can act on (vLLM down, too long ...)
+     └── HistoryError           the chat history's database
+          ├── HistoryUnavailable  a read or write failed or timed out while the app runs (the chat goes on)
+          ├── HistoryUnreachable  the database cannot be opened at start (`make chat` stops with the sentence)
+          └── LoginRequired       listening beyond loopback with nobody able to log in (`make chat` stops)
+
+Drivers' and the OpenAI SDK's own errors are converted at one boundary each: `app/backend.py` for vLLM,
+`app/history/writer.py` for the database. Nothing above those modules sees a driver's exception.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+
+class AppError(Exception):
+    """The base of every error the app raises on purpose."""
 
 
 class Problem(StrEnum):
@@ -20,10 +35,26 @@ class Problem(StrEnum):
     BUSY = "busy"
 
 
-class ChatError(Exception):
+class ChatError(AppError):
     """An error to show in the chat; `details` fill the localized text."""
 
     def __init__(self, problem: Problem, **details: object) -> None:
         self.problem = problem
         self.details = details
         super().__init__(f"{problem.value}: {details}" if details else problem.value)
+
+
+class HistoryError(AppError):
+    """The chat history's database."""
+
+
+class HistoryUnavailable(HistoryError):
+    """The history database refused, failed or did not answer in time; the message says what was being done."""
+
+
+class HistoryUnreachable(HistoryError):
+    """The history database cannot be opened at start."""
+
+
+class LoginRequired(HistoryError):
+    """Listening beyond loopback with nobody able to log in."""

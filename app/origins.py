@@ -7,13 +7,11 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from socketio import AsyncServer
-from starlette.applications import Starlette
 from starlette.datastructures import Headers
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import Receive, Scope, Send
+
+from app import chainlit_seam as seam
 
 log = logging.getLogger(__name__)
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -73,22 +71,8 @@ class HostCheck(TrustedHostMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def lock(app: Starlette, sio: AsyncServer, origins: tuple[str, ...], hosts: tuple[str, ...]) -> None:
+def lock(origins: tuple[str, ...], hosts: tuple[str, ...]) -> None:
     """Accept socket.io connections, CORS grants and requests only for the chat's own origins and hosts."""
     opened = "*" in origins
-    # Chainlit passes cors_allowed_origins=[] to python-socketio, which turns its Origin check off.
-    sio.eio.cors_allowed_origins = "*" if opened else OriginCheck(origins)
-    # Chainlit's CORS grant follows .chainlit/config.toml's allow_origins, read before the app's settings.
-    for index, middleware in enumerate(app.user_middleware):
-        if getattr(middleware, "cls", None) is CORSMiddleware:  # Starlette types .cls as a factory, not a class
-            app.user_middleware[index] = Middleware(
-                CORSMiddleware,
-                allow_origins=["*"] if opened else [normalized(o) for o in origins],
-                allow_credentials=True,
-                allow_methods=["*"],
-                allow_headers=["*"],
-            )
-            break
-    else:
-        raise RuntimeError("Chainlit's CORS middleware was not found; the origin lock cannot be applied")
-    app.add_middleware(HostCheck, allowed_hosts=hosts)
+    seam.lock_origins("*" if opened else OriginCheck(origins), ["*"] if opened else [normalized(o) for o in origins])
+    seam.add_middleware(HostCheck, allowed_hosts=hosts)

@@ -1,21 +1,17 @@
-"""Session-wide real servers: one vLLM with the tiny ERNIE-4.5 model, one Chainlit app against it."""
+"""Session-wide real servers (vLLM with the tiny ERNIE-4.5 model, the app against it); marks for what tests need."""
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from types import FrameType
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from chat_client import ChatClient  # after the path above
-from databases import PostgresServer  # after the path above
-from servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running  # after the path above
+from tests.support.chat_client import ChatClient
+from tests.support.postgres import PostgresServer
+from tests.support.servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running
 
 # The user's own configuration never reaches a test: neither their environment nor their .env.
 for name in PROJECT_VARIABLES & set(os.environ):
@@ -31,6 +27,53 @@ def interrupt(signum: int, _frame: FrameType | None) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
+
+
+# What each fixture that starts a server needs (the markers in pyproject.toml), so that `-m` can leave out
+# the tests that need what is not installed or running: `make test-fast` runs those that need none of them.
+# A test gets the markers of every fixture it uses, directly or through other fixtures.
+NEEDS: dict[str, tuple[str, ...]] = {
+    # This file's session servers.
+    "shared_stack": ("vllm", "app"),  # both start the app too
+    "small_stack": ("vllm", "app"),
+    "vllm": ("vllm",),
+    "small_vllm": ("vllm",),
+    "chat_app": ("vllm", "app"),
+    "small_app": ("vllm", "app"),
+    "client": ("vllm", "app"),
+    "small_client": ("vllm", "app"),
+    "history_app": ("vllm", "app"),  # chat_app or pg_app, looked up while the test runs
+    "pg_app": ("vllm", "app", "postgres"),
+    "postgres": ("postgres",),  # and test_databases.py's own cluster of the same name
+    # Fixtures of one module.
+    "balanced": ("nginx",),  # test_databases.py
+    "replicas": ("vllm", "app", "postgres", "nginx"),  # test_replicas.py
+    "playwright": ("browser",),  # test_browser.py
+    "browser": ("browser",),
+    "fresh_browser": ("browser",),
+    "app_without_vllm": ("vllm", "app"),  # test_browser.py: the app at once, vLLM during the test
+    "two_user_app": ("vllm", "app"),  # test_history.py
+    "lonely_app": ("vllm", "app"),  # test_recovery.py
+    "paced_app": ("app",),  # test_reconnect.py: the app against a fake OpenAI server
+    "make_run": ("vllm", "app"),  # test_run.py
+}
+# Parametrized fixtures whose servers depend on the parameter (they call request.getfixturevalue).
+NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {
+    ("history_app", "postgresql"): ("postgres",),
+    ("store", "postgresql"): ("postgres",),  # test_store.py
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with what its fixtures need; marks written in the test modules stay as they are."""
+    for item in items:
+        needs = {need for name in getattr(item, "fixturenames", ()) for need in NEEDS.get(name, ())}
+        callspec = getattr(item, "callspec", None)
+        for (fixture, param), more in NEEDS_FOR_PARAM.items():
+            if callspec is not None and callspec.params.get(fixture) == param:
+                needs.update(more)
+        for need in sorted(needs - {mark.name for mark in item.iter_markers()}):
+            item.add_marker(need)
 
 
 def serve(name: str, window: int) -> Iterator[tuple[VllmServer, ChatApp]]:

@@ -9,7 +9,8 @@ import time
 from functools import partial
 
 import pytest
-from chat_client import ChatClient
+
+from tests.support.chat_client import ChatClient
 
 pytestmark = pytest.mark.app
 

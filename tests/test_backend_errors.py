@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from fake_openai import fake_openai_server
-from servers import free_port
 
 from app.backend import Backend, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
 from app.i18n import error_text
+from tests.support.fake_openai import fake_openai_server
+from tests.support.servers import free_port
 
 SAMPLING = Sampling(temperature=0.5, top_p=0.9, max_tokens=8)
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from servers import ROOT
+
+from tests.support.servers import ROOT
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 
@@ -15,7 +16,8 @@ def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
     result = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "tools" / "bench_app.py"),
+            "-m",
+            "tools.bench_app",
             "--sessions",
             "2",
             "--tokens",

@@ -15,7 +15,8 @@ from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
-from servers import ROOT, ChatApp, VllmServer, running
+
+from tests.support.servers import ROOT, ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.browser
 
@@ -314,6 +315,7 @@ def test_readiness_message_then_recovery_without_reload(browser, app_without_vll
     page.context.close()
 
 
+@pytest.mark.app  # an app of its own, restarted
 def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm):
     app = ChatApp(vllm)
     with running(app):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_openai import count_tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Turn, plan_request
 from app.errors import ChatError, Problem
+from tests.support.fake_openai import count_tokens
 
 
 async def counter(messages):

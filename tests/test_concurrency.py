@@ -6,7 +6,8 @@ import asyncio
 import time
 
 import pytest
-from chat_client import ChatClient
+
+from tests.support.chat_client import ChatClient
 
 pytestmark = pytest.mark.app
 

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from hostile_env import documented_variables
 from pydantic import ValidationError
-from servers import PROJECT_VARIABLES, ROOT, hermetic_environment
 
 from app.config import DEFAULT_MODEL, Settings, dotenv_file, explain
 from app.i18n import TEXT, language_of, text
 from serving.plan import ServeSettings
+from tests.support.hostile_env import documented_variables
+from tests.support.servers import PROJECT_VARIABLES, ROOT, hermetic_environment
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_every_documented_variable_is_a_setting_stripped_from_test_servers(tmp_p
     assert documented <= PROJECT_VARIABLES and not documented & set(hermetic_environment())
     # CI runs the tests under hostile_env's .env: every value valid, none the default.
     hostile = tmp_path / ".env"
-    assert subprocess.run([sys.executable, str(ROOT / "tests" / "hostile_env.py"), str(hostile)]).returncode == 0
+    assert subprocess.run([sys.executable, str(ROOT / "tests/support/hostile_env.py"), str(hostile)]).returncode == 0
     for kind in (Settings, ServeSettings):
         configured, default = kind(_env_file=hostile), kind()
         for name in kind.model_fields:

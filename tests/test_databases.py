@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL cluster and nginx balancer that tests/databases.py starts, checked for real."""
+"""The throwaway PostgreSQL cluster and nginx balancer that tests/support/ starts, checked for real."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from databases import NginxBalancer, PostgresServer
-from servers import LOGS, Process, free_port, hermetic_environment, port_is_free, running
+
+from tests.support.nginx import NginxBalancer
+from tests.support.postgres import PostgresServer
+from tests.support.servers import LOGS, Process, free_port, hermetic_environment, port_is_free, running
 
 # A replica stand-in: answers every GET with its name and the Host it saw; a request to upgrade gets
 # 101 and then an echo of each line, as a websocket would keep its connection.
@@ -144,6 +146,7 @@ def test_a_cluster_stopped_with_its_data_comes_back(postgres):
     assert query(postgres.url, "SELECT id FROM kept") == [(7,)]
 
 
+@pytest.mark.postgres  # a cluster of its own
 def test_a_stopped_cluster_leaves_no_process_port_or_folder():
     server = PostgresServer("test-databases-stop")
     server.start()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from chat_client import ChatClient, widget_values
-from servers import ROOT, ChatApp, VllmServer, hermetic_environment
 
-from app.database import create_engine, database_url
-from app.schema import elements, feedbacks, steps, threads
+from app.history.database import create_engine, database_url
+from app.history.schema import elements, feedbacks, steps, threads
+from tests.support.chat_client import ChatClient, widget_values
+from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment
 
 pytestmark = pytest.mark.app
 
@@ -266,10 +266,10 @@ async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
 
 
 def run_users(app: ChatApp, *args: str, password: str = "") -> subprocess.CompletedProcess[str]:
-    """`python -m app.users ...` on the app's history, the password on standard input."""
+    """`python -m app.history.users ...` on the app's history, the password on standard input."""
     env = hermetic_environment(DATA_DIR=str(app.data_dir), **app.extra_env)
     return subprocess.run(
-        [sys.executable, "-m", "app.users", *args],
+        [sys.executable, "-m", "app.history.users", *args],
         cwd=ROOT,
         env=env,
         input=password + "\n",

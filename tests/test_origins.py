@@ -9,8 +9,9 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 import socketio
-from chat_client import ChatClient
-from servers import LOGS
+
+from tests.support.chat_client import ChatClient
+from tests.support.servers import LOGS
 
 pytestmark = pytest.mark.app
 

@@ -12,15 +12,15 @@ import subprocess
 import sys
 
 import pytest
-from chat_client import ChatClient
-from servers import ROOT, ChatApp, VllmServer, hermetic_environment, running
-from test_serving import ERNIE, MACHINES, SERVER_VENV, parse_with_vllm
 
 import serving.quantize
 from serving.errors import ServeError
 from serving.machine import AmxProbe, Gpu, probe_cpu_kernels
 from serving.plan import ModelShape, ServeSettings, build_plan
 from serving.quantize import Quant, Scheme, check_quality, ensure_checkpoint
+from tests.support.chat_client import ChatClient
+from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment, running
+from tests.test_serving import ERNIE, MACHINES, SERVER_VENV, parse_with_vllm
 
 TINY_MODEL = os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny"))
 QUANT_VENV = os.environ.get("QUANT_VENV", str(ROOT / ".venv-quant"))
@@ -170,6 +170,7 @@ def test_the_quality_guard_warns_then_refuses(tmp_path, top1, kl, verdict):
 
 
 @pytest.mark.vllm
+@pytest.mark.app
 @pytest.mark.parametrize(("quant", "kernel"), [("int8", "CPUInt8ScaledMMLinearKernel"), ("int4", "CPUWNA16")])
 async def test_a_quantized_tiny_model_answers_through_the_chat_app(quant, kernel):
     if quant == "int4" and not probe_cpu_kernels(SERVER_VENV)["int4_kernel"]:

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
-from chat_client import ChatClient
-from fake_openai import FakeState, fake_openai_server
-from servers import ChatApp, VllmServer, running
+
+from tests.support.chat_client import ChatClient
+from tests.support.fake_openai import FakeState, fake_openai_server
+from tests.support.servers import ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.app
 

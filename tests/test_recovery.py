@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from chat_client import ChatClient
-from servers import ChatApp, VllmServer, running
+
+from tests.support.chat_client import ChatClient
+from tests.support.servers import ChatApp, VllmServer, running
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 

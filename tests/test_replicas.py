@@ -15,18 +15,19 @@ from typing import Any
 import aiohttp
 import jwt
 import pytest
-from chat_client import ChatClient
-from databases import NginxBalancer, PostgresServer
-from servers import ChatApp, VllmServer, free_port, running
 
 from app.config import DEFAULT_SYSTEM_PROMPT
+from tests.support.chat_client import ChatClient
+from tests.support.nginx import NginxBalancer
+from tests.support.postgres import PostgresServer
+from tests.support.servers import ChatApp, VllmServer, free_port, running
 
 pytestmark = pytest.mark.app
 
 SESSION_COOKIE = "X-Chainlit-Session-id"
 # Requests the page makes before it has its session cookie: the balancer hashes them on the client's address.
 COOKIELESS = ("/auth/config", "/auth/header", "/set-session-cookie")
-# nginx's `balancer` log format (tests/databases.py).
+# nginx's `balancer` log format (tests/support/nginx.py).
 ACCESS_LINE = re.compile(
     r'^\S+ "(?P<method>\S+) (?P<path>\S+) [^"]*" (?P<status>\d{3}) -> (?P<upstreams>.*) \(.*\) \S+ s$'
 )

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from servers import LOGS, ROOT, free_port, marked_processes, port_is_free, user_make_environment, wait_http
+
+from tests.support.servers import (
+    LOGS,
+    ROOT,
+    free_port,
+    marked_processes,
+    port_is_free,
+    user_make_environment,
+    wait_http,
+)
 
 pytestmark = pytest.mark.vllm
 

@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from servers import user_make_environment
 
 from serving.errors import ServeError
 from serving.machine import Gpu, Machine
 from serving.plan import ModelShape, ServeSettings, build_plan
+from tests.support.servers import user_make_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_VENV = os.environ.get("SERVER_VENV", str(ROOT / ".venv-vllm"))

@@ -19,14 +19,15 @@ from chainlit.context import init_http_context
 from chainlit.types import Feedback, Pagination, ThreadFilter
 from chainlit.user import PersistedUser, User
 
-from app.accounts import Login, LoginRequired, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.conversation import Ending, Turn
-from app.database import create_engine, database_url, upgrade
+from app.errors import HistoryUnavailable, LoginRequired
+from app.history.accounts import Login, auth_secret, login_mode, remove_user, set_password, verify_password
+from app.history.database import create_engine, database_url, upgrade
+from app.history.schema import metadata
+from app.history.store import ChatStore
+from app.history.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
 from app.preferences import Preferences
-from app.schema import metadata
 from app.starting import Starting
-from app.store import ChatStore, HistoryUnavailable
-from app.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
 
 DATABASES = itertools.count()
 TIMEOUT_S = 15.0
@@ -195,7 +196,7 @@ async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tm
     async def report(what: str) -> None:
         reported.append(what)
 
-    broken.on_write_failure = report
+    broken.writer.on_write_failure = report
     await broken.create_step(step("u1", "t1", "user_message", "hi", 1))  # a task nobody awaits: never raises
     with pytest.raises(HistoryUnavailable):
         await broken.update_thread("t1", name="renamed")
@@ -214,7 +215,7 @@ async def test_a_write_the_database_holds_up_is_reported_then_made_once_it_answe
     async def report(what: str) -> None:
         reported.append(what)
 
-    held_up.on_write_failure = report
+    held_up.writer.on_write_failure = report
     other_writer = sqlite3.connect(tmp_path / "chat.db", isolation_level=None)
     other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock, as a hung transaction would
     try:
@@ -369,7 +370,7 @@ async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no
 async def test_writes_wait_for_the_answers_starting_at_most_a_while_and_a_failure_is_still_reported(store, tmp_path):
     await user_with_chat(store, "me", name="busy")
     starting = Starting()
-    store.before_batch = functools.partial(starting.over, TIMEOUT_S)
+    store.writer.before_batch = functools.partial(starting.over, TIMEOUT_S)
 
     async def saved() -> list[str]:
         thread = await store.get_thread("t1")  # reads never wait
@@ -389,7 +390,7 @@ async def test_writes_wait_for_the_answers_starting_at_most_a_while_and_a_failur
     async def report(what: str) -> None:
         reported.append(what)
 
-    broken.on_write_failure, broken.before_batch = report, store.before_batch
+    broken.writer.on_write_failure, broken.writer.before_batch = report, store.writer.before_batch
     with starting.answer() as first_token:
         failing = asyncio.ensure_future(broken.update_thread("t2", name="lost"))
         await asyncio.sleep(0.3)
@@ -400,7 +401,7 @@ async def test_writes_wait_for_the_answers_starting_at_most_a_while_and_a_failur
     assert reported == ["save the chat"]
     await broken.close()
 
-    store.before_batch = functools.partial(starting.over, 0.2)
+    store.writer.before_batch = functools.partial(starting.over, 0.2)
     with starting.answer():  # an answer that never starts holds the writes only that long
         await asyncio.wait_for(store.create_step(step("u3", "t1", "user_message", "q3", 3)), TIMEOUT_S)
         assert await saved() == ["q0", "q1", "q2", "q3"]

@@ -10,7 +10,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from servers import ROOT, hermetic_environment, marked_processes, wait_http
+
+from tests.support.servers import ROOT, hermetic_environment, marked_processes, wait_http
 
 
 def nested_pytest(test: str, tmp_path: Path, **env: str) -> tuple[subprocess.Popen[str], str]:
@@ -34,6 +35,7 @@ def assert_nothing_left(mark: str, timeout: float = 30) -> None:
     assert marked_processes(mark) == []
 
 
+@pytest.mark.vllm  # a nested run starts vLLM
 def test_a_server_that_fails_to_start_is_stopped(tmp_path):
     """vLLM (in a session of its own) is still loading when its start times out on purpose."""
     process, mark = nested_pytest(
@@ -45,6 +47,7 @@ def test_a_server_that_fails_to_start_is_stopped(tmp_path):
     assert (tmp_path / "vllm-shared.log").exists()
 
 
+@pytest.mark.app  # a nested run starts the app (against a fake OpenAI server)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_an_interrupted_run_stops_its_servers(tmp_path, sig):
     """The chat app is up and a test is streaming an answer when the run is interrupted."""

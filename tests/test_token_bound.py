@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from chat_client import ChatClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.backend import Backend
 from app.config import Settings
 from app.token_bound import TemplateCost, content_bound, learn_template_cost, probe
+from tests.support.chat_client import ChatClient
 
 CJK = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
 EMOJI = st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF)

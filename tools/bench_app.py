@@ -21,12 +21,10 @@ from pathlib import Path
 from openai import AsyncOpenAI
 
 from app.config import Settings
+from tests.support.chat_client import ChatClient
+from tests.support.servers import ChatApp, VllmServer, free_port, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from chat_client import ChatClient  # noqa: E402  # after the sys.path line above
-from servers import ChatApp, VllmServer, free_port, stop_group  # noqa: E402  # after the sys.path line above
 
 CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
 # Both paths sample as the app does by default (what the defaults cost vLLM is part of what users get).
@@ -239,7 +237,7 @@ async def run(args: argparse.Namespace) -> str:
         if args.backend == "fake":
             port = free_port()
             fake = __import__("subprocess").Popen(
-                [sys.executable, str(ROOT / "tests" / "fake_openai.py"), str(port), str(args.fake_rate)],
+                [sys.executable, str(ROOT / "tests" / "support" / "fake_openai.py"), str(port), str(args.fake_rate)],
                 start_new_session=True,
                 preexec_fn=lambda: os.sched_setaffinity(0, {0}),
             )

@@ -24,14 +24,13 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from serving.errors import ServeError
+from serving.machine import detect, probe_cpu_kernels
+from serving.plan import ModelShape, ServeSettings, build_plan
+from serving.priority import lower_priority
+from serving.quantize import Quant, ensure_checkpoint, quality
 
-from serving.errors import ServeError  # noqa: E402  # after the sys.path line above
-from serving.machine import detect, probe_cpu_kernels  # noqa: E402  # after the sys.path line above
-from serving.plan import ModelShape, ServeSettings, build_plan  # noqa: E402  # after the sys.path line above
-from serving.priority import lower_priority  # noqa: E402  # after the sys.path line above
-from serving.quantize import Quant, ensure_checkpoint, quality  # noqa: E402  # after the sys.path line above
+ROOT = Path(__file__).resolve().parent.parent
 
 PROMPT_TOKENS = 487
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's PostgreSQL and nginx, which tests/databases.py runs as throwaway servers.
+# Install Debian's PostgreSQL and nginx, which tests/support/postgres.py and nginx.py run as throwaway servers.
 # Idempotent: does nothing when both binaries are already there.
 #
 # The tests never use the services these packages set up (Debian's default cluster on port 5432,

@@ -16,8 +16,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Engine
 
 from app.config import Settings
-from app.database import create_engine, database_url, describe, upgrade
-from app.schema import elements, feedbacks, steps, threads, timestamp, users
+from app.errors import HistoryUnreachable, LoginRequired
+from app.history.database import create_engine, database_url, describe, upgrade
+from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
 
 LOCAL_USER = "local"
 SECRET_FILE = "auth-secret"
@@ -30,10 +31,6 @@ class Login(StrEnum):
     NONE = "none"  # history off: anonymous, as before there was history
     LOCAL = "local"  # loopback only and no users added: one passwordless local user
     PASSWORD = "password"  # users added with `make user-add`
-
-
-class LoginRequired(RuntimeError):
-    """Listening beyond loopback with nobody able to log in."""
 
 
 def loopback_only(host: str) -> bool:
@@ -132,10 +129,6 @@ def verify_password(engine: Engine, name: str, password: str) -> bool:
         return hasher.verify(hashed, password)
     except (VerificationError, InvalidHashError):
         return False
-
-
-class HistoryUnreachable(RuntimeError):
-    """The history database cannot be opened at start."""
 
 
 def prepare(url: str) -> int:

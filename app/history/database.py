@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 
-from app.schema import migrate
+from app.history.schema import migrate
 
 # The driver for each database a user may name. Synchronous drivers run in worker threads: a batch of
 # statements costs one thread hop, where an async driver costs a hop (and a greenlet switch) per statement.

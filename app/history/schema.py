@@ -86,7 +86,7 @@ def timestamp() -> str:
 
 
 def migrate(connection: Connection) -> None:
-    """Bring the database to the newest schema version (Alembic revisions in app/migrations)."""
+    """Bring the database to the newest schema version (Alembic revisions in app/history/migrations)."""
     if connection.dialect.name == "postgresql":
         connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
     logging.getLogger("alembic").setLevel(logging.WARNING)  # a line per plugin at every start otherwise

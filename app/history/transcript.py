@@ -8,8 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chainlit.types import ThreadDict
+
 from app.conversation import Conversation, Ending, Turn
 from app.preferences import Preferences, apply_changes
+from app.session import ChatSession
 from app.stats import AnswerStats
 
 # Step metadata key under which an answer (or the error that replaced it) records its turn.
@@ -73,6 +76,17 @@ def preferences_of(metadata: Mapping[str, Any] | None, defaults: Preferences, ma
     """The chat's saved settings over today's defaults; a saved value no longer valid keeps the default."""
     saved = (metadata or {}).get(PREFERENCES_KEY)
     return apply_changes(defaults, saved, max_tokens_limit)[0] if isinstance(saved, dict) else defaults
+
+
+def resumed_chat(thread: ThreadDict, defaults: Preferences, max_tokens_limit: int, lang: str) -> ChatSession:
+    """A past chat's session: the conversation the model saw, that chat's settings, its answers' stats."""
+    return ChatSession(
+        preferences=preferences_of(thread.get("metadata"), defaults, max_tokens_limit),
+        lang=lang,
+        conversation=conversation_of(thread["steps"]),
+        resumed_answer=last_answer_id(thread["steps"]),
+        resumed_stats=stats_of(thread["steps"]),
+    )
 
 
 def last_answer_id(steps: Sequence[Mapping[str, Any]]) -> str | None:

@@ -1,4 +1,4 @@
-"""`python -m app.users add|remove|list [NAME]`: the people who may log in to the chat."""
+"""`python -m app.history.users add|remove|list [NAME]`: the people who may log in to the chat."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 import getpass
 import sys
 
-from app.accounts import list_users, remove_user, set_password
 from app.config import Settings, get_settings, load_or_explain
-from app.database import create_engine, database_url, upgrade
+from app.history.accounts import list_users, remove_user, set_password
+from app.history.database import create_engine, database_url, upgrade
 
 MIN_PASSWORD_CHARS = 8
 
@@ -45,7 +45,7 @@ def run(settings: Settings, command: str, name: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.users", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m app.history.users", description=__doc__)
     parser.add_argument("command", choices=["add", "remove", "list"])
     parser.add_argument("name", nargs="?", default="")
     args = parser.parse_args()

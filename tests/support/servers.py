@@ -25,7 +25,8 @@ from typing import IO, Any, Protocol
 from app.config import Settings
 from serving.plan import ServeSettings
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
 LOGS = Path(os.environ.get("TEST_LOGS") or ROOT / "test-results" / "logs")
 # Seconds a server may take to answer; a test of the clean-up shortens it to make a start fail.
 START_TIMEOUT = float(os.environ.get("TEST_SERVER_START_TIMEOUT") or 0)
@@ -160,6 +161,32 @@ def running(*servers: Server, also_stopped: Iterable[Server] = ()) -> Iterator[N
             server.stop()
 
 
+# Debian's services (PostgreSQL, nginx) that tests run as throwaway servers of their own.
+INSTALL_HINT = "run tools/install_services.sh (as root) to install Debian's postgresql and nginx"
+# Every such server that stop() has not stopped yet: stopped at exit, before stop_leftovers' SIGKILL of
+# whatever is left (atexit runs hooks in reverse order: stop_live is registered after it), so clusters shut
+# down cleanly and no temporary folder stays.
+LIVE: list[Server] = []
+
+
+def register(server: Server) -> None:
+    """Remember a server until it is stopped for good."""
+    if all(live is not server for live in LIVE):
+        LIVE.append(server)
+
+
+def unregister(server: Server) -> None:
+    """Forget a stopped server (by identity: dataclasses compare by value)."""
+    LIVE[:] = [live for live in LIVE if live is not server]
+
+
+@atexit.register
+def stop_live() -> None:
+    """A test run that ends without its fixtures' clean-up still shuts clusters down and removes their folders."""
+    for server in list(reversed(LIVE)):
+        server.stop()
+
+
 @dataclass
 class Process:
     """A server process and its log file, stopped and closed together."""
@@ -235,7 +262,7 @@ class VllmServer:
             PROFILE="dev",
             QUANT=self.quant,
             API_KEY=self.api_key,
-            VLLM_LOGGING_CONFIG_PATH=str(ROOT / "tests" / "vllm_logging.json"),
+            VLLM_LOGGING_CONFIG_PATH=str(HERE / "vllm_logging.json"),
             VLLM_EXTRA_ARGS="--enable-log-requests --max-log-len 100000",
             # vLLM's OpenMP threads spin: one core for it, the other for the app, the browser and pytest.
             VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(self.cpus))) if self.cpus else "0",

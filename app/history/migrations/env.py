@@ -1,10 +1,10 @@
-"""Alembic's entry point: migrate the connection app.schema.migrate hands over."""
+"""Alembic's entry point: migrate the connection app.history.schema.migrate hands over."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from app.schema import metadata
+from app.history.schema import metadata
 
 context.configure(
     connection=context.config.attributes["connection"],

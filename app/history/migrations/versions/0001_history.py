@@ -9,7 +9,7 @@ revision = "0001"
 down_revision = None
 
 
-# A revision is frozen history: it spells its tables out instead of importing today's app.schema.
+# A revision is frozen history: it spells its tables out instead of importing today's app.history.schema.
 def upgrade() -> None:
     op.create_table(
         "users",

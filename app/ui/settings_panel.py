@@ -1,0 +1,41 @@
+"""The settings panel (the sliders icon by the message box), showing a session's preferences."""
+
+from __future__ import annotations
+
+import chainlit as cl
+from chainlit.input_widget import Slider, TextInput
+
+from app.i18n import text
+from app.session import ChatSession
+
+
+def settings_panel(chat: ChatSession, max_tokens_limit: int) -> cl.ChatSettings:
+    """The settings widgets, showing the session's current preferences."""
+    prefs, lang = chat.preferences, chat.lang
+
+    def slider(key: str, low: float, high: float, step: float) -> Slider:
+        return Slider(
+            id=key,
+            label=text(lang, f"label_{key}"),
+            tooltip=text(lang, f"tip_{key}"),
+            initial=getattr(prefs, key),
+            min=low,
+            max=high,
+            step=step,
+        )
+
+    return cl.ChatSettings(
+        [
+            slider("temperature", 0.0, 2.0, 0.05),
+            slider("top_p", 0.05, 1.0, 0.05),
+            slider("max_tokens", 16, max_tokens_limit, 16),
+            slider("repetition_penalty", 1.0, 2.0, 0.05),
+            TextInput(
+                id="system_prompt",
+                label=text(lang, "label_system_prompt"),
+                tooltip=text(lang, "tip_system_prompt"),
+                initial=prefs.system_prompt,
+                multiline=True,
+            ),
+        ]
+    )
