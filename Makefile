@@ -129,6 +129,10 @@ user-remove: install-app ## Remove a user and all their chats (NAME=alice)
 users: install-app ## List the users who can log in
 	$(APP_PY) -m app.history.users list
 
+.PHONY: usage
+usage: install-app ## Tokens each user used per day, from the history (DAYS=7)
+	$(APP_PY) -m app.history.usage --days $(or $(DAYS),7)
+
 .PHONY: test-deps
 test-deps: install install-quant tiny-model ## Install everything the tests need (Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }

@@ -162,6 +162,14 @@ class Backend:
             self._model = ModelInfo(name=card.id, max_model_len=max_len)
         return self._model
 
+    async def serving(self) -> bool:
+        """Whether vLLM answers now (a request of its own, not the cached model)."""
+        try:
+            await self._client.with_options(timeout=self._settings.connect_timeout).models.list()
+        except openai.OpenAIError:
+            return False
+        return True
+
     def forget_model(self) -> None:
         """Drop the cached model, e.g. after vLLM went away (it may come back with another)."""
         self._model = None

@@ -11,51 +11,71 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   check off.
 - `chainlit.server.sio.manager.is_connected`: whether a session's socket came back within the grace period.
 - `chainlit.server.app.user_middleware`: Chainlit's CORSMiddleware entry follows .chainlit/config.toml, read
-  before the app's settings; it is replaced with one for the app's origins (and the Host check added).
-- `chainlit.server.app.router.routes` with `update_feedback`, `delete_feedback`, `UserParam` and the ROUTES
-  below: Chainlit's feedback routes check no ownership; ours are matched first and call Chainlit's.
+  before the app's settings; it is replaced with one for the app's origins. The app's own middleware goes
+  around Chainlit's (Host and Origin checks, the body limit) or inside its gzip (the security headers, which
+  rewrite the page).
+- `chainlit.server.router` (Chainlit's routes) and `chainlit.server.app.router.routes`: for each of ROUTES,
+  a guard with the same parameters is matched first and calls Chainlit's function: Chainlit checks no
+  ownership of the message or feedback rated, nor of the chat an element names, and answers an unknown
+  session id with a 500 (`WebsocketSession.get_by_id`).
 - `chainlit.context.init_ws_context` and `ChainlitContextException`: our socket.io handlers run in the
   session's context; a REST call has no chat session.
-- `chainlit.session.WebsocketSession` and its `id`, `socket_id`, `thread_id`, `user`, `language`,
-  `chat_settings`, `has_first_interaction`, `to_clear`, `current_task`, `delete()`: a tab's session.
+- `chainlit.session.WebsocketSession` and its `id`, `socket_id`, `thread_id`, `user`, `token`, `language`,
+  `chat_settings`, `has_first_interaction`, `to_clear`, `current_task`, `delete()`, and `ws_sessions_id`
+  (the live ones): a tab's session; sessions whose login ended are disconnected.
+- `chainlit.auth.cookie.get_token_from_cookies`: the login token, which Chainlit may split over cookies;
+  the app checks it against logouts and password changes before Chainlit sees the request.
 - `chainlit.chat_context.chat_context`: the messages the page shows (regenerate removes the shown answer).
 - `chainlit.data.utils.queue_until_user_message`: the data layer holds writes until the first message, as
   Chainlit's own data layers do.
 - the emitter's `send_step`, `update_step`, `task_start` and `task_end`: messages that are shown but not
   stored (greeting, notices, exports), and the stop button for a turn an action started.
-- `chainlit.config.config.ui.name`: the assistant's name in the Markdown export.
+- `chainlit.config.config.ui.name`: the assistant's name in the Markdown export;
+  `config.project.user_session_timeout`: a login's lifetime, from LOGIN_HOURS instead of config.toml.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar, cast
 
 import chainlit as cl
+from chainlit.auth.cookie import get_token_from_cookies
 from chainlit.chat_context import chat_context
 from chainlit.config import config
 from chainlit.context import ChainlitContextException, init_ws_context
 from chainlit.data.utils import queue_until_user_message as chainlit_queue_until_user_message
-from chainlit.server import UserParam, delete_feedback, sio, update_feedback
 from chainlit.server import app as server
+from chainlit.server import router, sio
 from chainlit.session import WebsocketSession as WebsocketSession  # re-exported: the type of a tab's session
+from chainlit.session import ws_sessions_id
 from chainlit.step import StepDict
-from chainlit.types import DeleteFeedbackRequest, UpdateFeedbackRequest
-from fastapi import HTTPException, Request
 from fastapi.routing import APIRoute
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import Response
 
 # Chainlit's socket.io handlers the app replaces or wraps.
 SOCKET_EVENTS = ("connect", "connection_successful", "clear_session", "chat_settings_change")
 # Chainlit's routes the app guards (its own are matched after ours).
-ROUTES = (("/feedback", "PUT"), ("/feedback", "DELETE"))
+ROUTES = (
+    ("/feedback", "PUT"),
+    ("/feedback", "DELETE"),
+    ("/project/element", "PUT"),
+    ("/project/element", "DELETE"),
+    ("/project/action", "POST"),
+    ("/mcp", "POST"),
+    ("/mcp", "DELETE"),
+)
+# Chainlit's login routes the app runs its own code around (throttling, ending sessions, no renewal).
+LOGIN_ROUTES = (("/login", "POST"), ("/logout", "POST"), ("/auth/jwt", "POST"))
 Handler = Callable[..., Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
-# Whether a user (by identifier) may rate a message or remove a rating, by their ids.
-Permission = Callable[[str, str], Awaitable[bool]]
+# Looks at a route's parameters (by name, as Chainlit's function takes them) and raises HTTPException to refuse.
+RouteCheck = Callable[[dict[str, Any]], Awaitable[object]]
+# Runs a route: its parameters and Chainlit's function for it, which it may call or not.
+RouteWrapper = Callable[[dict[str, Any], Handler], Awaitable[Any]]
 
 
 def instead_of_chainlit(event: str) -> Callable[[Handler], Handler]:
@@ -105,24 +125,44 @@ def refuse_unknown_users(known: Callable[[str], Awaitable[bool]]) -> None:
     sio.on("connect", connect)
 
 
-def guard_feedback(may_rate: Permission, may_unrate: Permission) -> None:
-    """Thumbs up/down only where the permission says so; Chainlit's routes do the rest."""
+def guard_route(path: str, method: str, check: RouteCheck) -> None:
+    """Run `check` on the parameters of Chainlit's route before it; the check refuses with an HTTPException."""
 
-    async def rate(request: Request, update: UpdateFeedbackRequest, current_user: UserParam) -> Response:
-        if not current_user or not await may_rate(current_user.identifier, update.feedback.forId):
-            raise HTTPException(status_code=404, detail="Message not found")
-        return cast(Response, await update_feedback(request, update, current_user))
+    async def checked(params: dict[str, Any], endpoint: Handler) -> Any:
+        await check(params)
+        return await endpoint(**params)
 
-    async def unrate(request: Request, payload: DeleteFeedbackRequest, current_user: UserParam) -> Response:
-        if not current_user or not await may_unrate(current_user.identifier, payload.feedbackId):
-            raise HTTPException(status_code=404, detail="Feedback not found")
-        return cast(Response, await delete_feedback(request, payload, current_user))
+    wrap_route(path, method, checked)
 
-    # Matched before Chainlit's own routes for the same paths.
-    server.router.routes[:0] = [
-        APIRoute("/feedback", rate, methods=["PUT"]),
-        APIRoute("/feedback", unrate, methods=["DELETE"]),
-    ]
+
+def wrap_route(path: str, method: str, wrapper: RouteWrapper) -> None:
+    """Our `wrapper(params, chainlit_function)` in place of Chainlit's route, with the same parameters."""
+    endpoint = chainlit_endpoint(path, method)
+
+    async def wrapped(**params: Any) -> Any:
+        return await wrapper(params, endpoint)
+
+    # FastAPI reads the parameters (the payload model, Chainlit's current-user dependency) off the signature.
+    wrapped.__signature__ = inspect.signature(endpoint, eval_str=True)  # type: ignore[attr-defined]
+    server.router.routes.insert(0, APIRoute(path, wrapped, methods=[method]))  # matched before Chainlit's
+
+
+def add_route(path: str, endpoint: Handler) -> None:
+    """A GET route of the app's own, matched before Chainlit's (whose catch-all serves the page)."""
+    server.router.routes.insert(0, APIRoute(path, endpoint, methods=["GET"]))
+
+
+def chainlit_endpoint(path: str, method: str) -> Handler:
+    """Chainlit's function behind a route."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.path == path and method in (route.methods or ()):
+            return cast(Handler, route.endpoint)
+    raise RuntimeError(f"Chainlit serves no {method} {path}; the app's guard for it cannot be applied")
+
+
+def session_by_id(session_id: object) -> WebsocketSession | None:
+    """A tab's session by the id its page sends in REST calls (None if there is none)."""
+    return WebsocketSession.get_by_id(session_id) if isinstance(session_id, str) else None
 
 
 def lock_origins(socket_origin_check: Callable[..., bool] | str, cors_origins: list[str]) -> None:
@@ -141,9 +181,28 @@ def lock_origins(socket_origin_check: Callable[..., bool] | str, cors_origins: l
     raise RuntimeError("Chainlit's CORS middleware was not found; the origin lock cannot be applied")
 
 
-def add_middleware(middleware: Any, **options: Any) -> None:  # Starlette types it as a factory protocol
-    """An ASGI middleware around Chainlit's whole app (REST, socket.io and the page)."""
-    server.add_middleware(middleware, **options)
+def add_middleware(middleware: Any, *, innermost: bool = False, **options: Any) -> None:  # a factory protocol
+    """An ASGI middleware around Chainlit's whole app (REST, socket.io and the page); innermost: inside its gzip."""
+    if innermost:
+        server.user_middleware.append(Middleware(middleware, **options))
+    else:
+        server.add_middleware(middleware, **options)
+
+
+def login_token(cookies: dict[str, str]) -> str | None:
+    """The login token in a request's cookies (Chainlit may split it over several)."""
+    return get_token_from_cookies(cookies)
+
+
+def live_sessions() -> list[WebsocketSession]:
+    """The tabs connected to this app process."""
+    return list(ws_sessions_id.values())
+
+
+async def disconnect(session: WebsocketSession) -> None:
+    """Close a tab's connection and forget its session (its page goes back to the login)."""
+    await sio.disconnect(session.socket_id)
+    await session.delete()
 
 
 def is_connected(session: WebsocketSession) -> bool:
@@ -158,6 +217,12 @@ def websocket_session() -> WebsocketSession | None:
     except ChainlitContextException:
         return None
     return session if isinstance(session, WebsocketSession) else None
+
+
+def tab_user() -> str | None:
+    """The logged-in user of this tab (None without login)."""
+    session = websocket_session()
+    return session.user.identifier if session is not None and session.user is not None else None
 
 
 def browser_language() -> str | None:
@@ -205,6 +270,11 @@ def run_as_current_task(task: asyncio.Task[None]) -> None:
 def is_current_task(task: asyncio.Task[None]) -> bool:
     """Whether the task is the one Chainlit's stop button cancels itself."""
     return task is cl.context.session.current_task
+
+
+def set_login_lifetime(seconds: int) -> None:
+    """How long a login token (and its cookie) lasts."""
+    config.project.user_session_timeout = seconds
 
 
 def assistant_name() -> str:

@@ -108,6 +108,16 @@ class Settings(EnvSettings):
     allowed_origins: str = Field(
         "", description="web origins that may use the chat, comma-separated; empty: the chat's own address; *: any"
     )
+    login_attempts: int = Field(5, ge=1, description="failed logins per user name in the window before 429")
+    login_window_minutes: float = Field(5.0, gt=0, description="the sliding window failed logins are counted in")
+    login_hours: float = Field(168.0, gt=0, description="how long a login lasts before asking again")
+    answers_per_user: int = Field(2, ge=1, description="answers one user may have streaming at once, all tabs")
+    messages_per_minute: int = Field(20, ge=1, description="messages one user may send in a minute")
+    daily_token_quota: int = Field(0, ge=0, description="tokens (prompt + answer) per user and UTC day; 0: none")
+    limit_local_user: bool = Field(False, description="apply the per-user limits to the passwordless local user")
+    metrics_port: int = Field(0, ge=0, le=65535, description="Prometheus metrics on 127.0.0.1:PORT; 0: off")
+    frame_ancestors: str = Field("", description="web origins that may show the chat in a frame; empty: none")
+    max_request_mb: float = Field(2.0, gt=0, description="largest request body, uploads included (413 beyond)")
 
     @field_validator("data_dir")
     @classmethod
@@ -115,7 +125,7 @@ class Settings(EnvSettings):
         """A relative folder is the project's, wherever the app was started from."""
         return value if value.is_absolute() else ROOT / value
 
-    @field_validator("allowed_origins")
+    @field_validator("allowed_origins", "frame_ancestors")
     @classmethod
     def _origins_only(cls, value: str) -> str:
         """Each entry is a scheme and a host (and port), nothing more: what browsers send as Origin."""
@@ -151,6 +161,11 @@ class Settings(EnvSettings):
         if listens_on_one_other_address(self.chat_host):
             hosts.append(f"[{self.chat_host}]" if ":" in self.chat_host else self.chat_host)
         return tuple(f"http://{host}:{self.chat_port}" for host in hosts)
+
+    @property
+    def frame_ancestor_origins(self) -> tuple[str, ...]:
+        """The origins whose pages may frame the chat (none: the chat is never shown in a frame)."""
+        return tuple(origin.strip() for origin in self.frame_ancestors.split(",") if origin.strip())
 
     @property
     def hosts(self) -> tuple[str, ...]:

@@ -33,6 +33,9 @@ class Problem(StrEnum):
     MESSAGE_TOO_LONG = "message_too_long"
     EMPTY_MESSAGE = "empty_message"
     BUSY = "busy"
+    ANSWERS_AT_ONCE = "answers_at_once"
+    TOO_MANY_MESSAGES = "too_many_messages"
+    QUOTA_USED = "quota_used"
 
 
 class ChatError(AppError):

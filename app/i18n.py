@@ -50,6 +50,11 @@ TEXT: dict[str, dict[str, str]] = {
         "and this model accepts at most {limit}. Please shorten it.",
         Problem.EMPTY_MESSAGE: "Your message is empty. Type something to ask the model.",
         Problem.BUSY: "Still answering your previous message. Wait for it, or press stop, then send again.",
+        Problem.ANSWERS_AT_ONCE: "You already have {limit} answer(s) being written in other tabs. "
+        "Send again when one of them has finished (or stop it).",
+        Problem.TOO_MANY_MESSAGES: "You sent {limit} messages in the last minute. Try again in {seconds} s.",
+        Problem.QUOTA_USED: "You have used today's {limit} tokens. The quota starts again at midnight (UTC), "
+        "in {hours} h.",
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
@@ -96,6 +101,9 @@ TEXT: dict[str, dict[str, str]] = {
         ),
         Problem.EMPTY_MESSAGE: "消息为空。请输入要问模型的内容。",
         Problem.BUSY: "上一条消息还在回答中。请等待完成，或点击停止后再发送。",
+        Problem.ANSWERS_AT_ONCE: "你在其他标签页中已有 {limit} 个回答正在生成。请等其中一个完成（或停止它）后再发送。",
+        Problem.TOO_MANY_MESSAGES: "你在过去一分钟内发送了 {limit} 条消息。请在 {seconds} 秒后再试。",
+        Problem.QUOTA_USED: "你今天的 {limit} 个 token 已用完。额度将在 UTC 午夜（{hours} 小时后）重置。",
     },
 }
 

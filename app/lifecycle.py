@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import asyncio
 
+import chainlit as cl
+
 from app import chainlit_seam as seam
+from app import metrics
 from app.session import ChatSession
 
 # Chats waiting out a lost connection (the loop keeps only weak references to tasks).
 departures: set[asyncio.Task[None]] = set()
+
+
+def arrive(chat: ChatSession) -> None:
+    """A tab's chat begins (new or resumed): its state is kept in Chainlit's user session."""
+    cl.user_session.set("chat", chat)
+    metrics.SESSIONS.inc()
+
+
+def current() -> ChatSession | None:
+    """This tab's chat (None before on_chat_start, e.g. for a client that skipped it)."""
+    chat = cl.user_session.get("chat")
+    return chat if isinstance(chat, ChatSession) else None
 
 
 def stop_answer(chat: ChatSession) -> None:
@@ -21,6 +36,7 @@ def stop_answer(chat: ChatSession) -> None:
 
 def depart(chat: ChatSession, grace_s: float) -> None:
     """A new chat or a closed tab stops the session's work; with a grace period, a lost connection may come back."""
+    metrics.SESSIONS.dec()
     session = seam.websocket_session()
     if session is None or session.to_clear or not grace_s:
         chat.cancel_tasks()

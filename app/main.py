@@ -10,10 +10,10 @@ import chainlit as cl
 from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
-from app import lifecycle, origins
+from app import guards, lifecycle, metrics, origins, readiness
 from app.backend import Backend
 from app.config import get_settings
-from app.history.service import start
+from app.history.service import fair_shares, start
 from app.history.transcript import resumed_chat
 from app.i18n import language_of, text
 from app.pipeline import Pipeline
@@ -23,12 +23,19 @@ from app.ui.answer_controls import redraw_resumed, remove_regenerated
 from app.ui.exports import send_export
 from app.ui.greeting import greet
 from app.ui.settings_panel import settings_panel
+from app.web.protection import protect
 
 settings = get_settings()
 backend = Backend(settings)
-origins.lock(settings.origins, settings.hosts)
 history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
-pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, exports=history.store is not None)
+guards.install(history.store)
+readiness.install(backend, history.store)
+# Each middleware goes around those before it: the Host and Origin checks first, then the body limit.
+protect(settings)
+origins.lock(settings.origins, settings.hosts)
+shares = fair_shares(settings, history)
+pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, exports=history.store is not None, shares=shares)
+metrics.serve("127.0.0.1", settings.metrics_port)
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
@@ -40,14 +47,15 @@ def session_language() -> str:
 
 def current() -> ChatSession | None:
     """This session's state (None before on_chat_start, e.g. for a client that skipped it)."""
-    chat = cl.user_session.get("chat")
-    return chat if isinstance(chat, ChatSession) else None
+    return lifecycle.current()
 
 
 @cl.on_app_startup
-def freeze_startup_objects() -> None:
-    """Leave what start-up built out of garbage collection: a full collection of it paused every stream ~150 ms."""
-    gc.collect()
+async def on_app_startup() -> None:
+    """Close connections of ended logins from now on; leave what start-up built out of garbage collection."""
+    if history.sessions is not None:
+        history.sessions.start_sweeping()
+    gc.collect()  # a full collection of start-up's objects paused every stream ~150 ms
     gc.freeze()
 
 
@@ -60,8 +68,8 @@ async def close_backend() -> None:
 @cl.on_chat_start
 async def on_chat_start() -> None:
     """Set up the session, show the settings and greet (or say what we wait for)."""
-    chat = ChatSession(preferences=Preferences.defaults(settings), lang=session_language())
-    cl.user_session.set("chat", chat)
+    chat = ChatSession(preferences=Preferences.defaults(settings), lang=session_language(), user=seam.tab_user())
+    lifecycle.arrive(chat)
     await settings_panel(chat, settings.max_tokens_limit).send()
     await greet(chat, backend, settings)
 
@@ -70,7 +78,8 @@ async def on_chat_start() -> None:
 async def on_chat_resume(thread: ThreadDict) -> None:
     """A past chat opened from the sidebar: what the model sees next, and that chat's own settings."""
     chat = resumed_chat(thread, Preferences.defaults(settings), settings.max_tokens_limit, session_language())
-    cl.user_session.set("chat", chat)
+    chat.user = seam.tab_user()
+    lifecycle.arrive(chat)
     await settings_panel(chat, settings.max_tokens_limit).send()
 
 

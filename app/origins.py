@@ -1,4 +1,4 @@
-"""Only the chat's own web pages may use it: socket.io's Origin check, REST CORS and a Host check."""
+"""Only the chat's own web pages may use it: socket.io's Origin check, REST CORS, writes and a Host check."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.types import Receive, Scope, Send
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import chainlit_seam as seam
+from app import metrics
 
 log = logging.getLogger(__name__)
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# Methods that change nothing, which any page may send (a link, an image).
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def normalized(origin: str) -> str:
@@ -40,6 +44,7 @@ class OriginCheck:
             return False
         if normalized(origin) in self.origins:
             return True
+        metrics.REFUSALS.labels("origin").inc()
         if origin not in self.refused:
             self.refused.add(origin)
             log.warning(
@@ -61,6 +66,8 @@ class HostCheck(TrustedHostMiddleware):
         if not self.allow_any and scope["type"] in ("http", "websocket"):
             host = Headers(scope=scope).get("host", "")
             name = urlsplit(f"//{host}").hostname or ""
+            if name not in self.allowed_hosts:
+                metrics.REFUSALS.labels("host").inc()
             if name not in self.allowed_hosts and host not in self.refused:
                 self.refused.add(host)
                 log.warning(
@@ -71,8 +78,33 @@ class HostCheck(TrustedHostMiddleware):
         await super().__call__(scope, receive, send)
 
 
+class ForeignWriteCheck:
+    """ASGI middleware: a request that changes something, sent by another site's page, is refused (403).
+
+    Browsers send Origin with every POST, PUT, PATCH and DELETE, form posts included (/logout, /auth/header).
+    """
+
+    def __init__(self, app: ASGIApp, check: OriginCheck) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
+            headers = Headers(scope=scope)
+            origin = headers.get("origin")
+            foreign = not self.check(origin) if origin else headers.get("sec-fetch-site") == "cross-site"
+            if foreign:
+                await PlainTextResponse("Requests from another site are refused", status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def lock(origins: tuple[str, ...], hosts: tuple[str, ...]) -> None:
-    """Accept socket.io connections, CORS grants and requests only for the chat's own origins and hosts."""
-    opened = "*" in origins
-    seam.lock_origins("*" if opened else OriginCheck(origins), ["*"] if opened else [normalized(o) for o in origins])
+    """Accept socket.io connections, CORS grants, writes and requests only for the chat's own origins and hosts."""
+    if "*" in origins:
+        seam.lock_origins("*", ["*"])
+    else:
+        check = OriginCheck(origins)
+        seam.lock_origins(check, [normalized(o) for o in origins])
+        seam.add_middleware(ForeignWriteCheck, check=check)
     seam.add_middleware(HostCheck, allowed_hosts=hosts)

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 import chainlit as cl
 
 from app import chainlit_seam as seam
+from app import metrics
 from app.backend import Backend, Sampling
 from app.coalesce import Coalescer
 from app.conversation import Ending, Turn, plan_request
 from app.errors import ChatError, Problem
 from app.history.transcript import NOT_SENT, Answer
 from app.session import ChatSession
+from app.shares import Shares
 from app.stats import AnswerStats
 from app.ui.answer_controls import offer_regenerate, show_stats
 from app.ui.notices import say_error
@@ -30,21 +32,31 @@ class Pipeline:
     stream_interval_s: float
     # Whether answers carry the export buttons (the history is on).
     exports: bool
+    shares: Shares
 
     async def refused_while_busy(self, chat: ChatSession) -> bool:
         """Tell the user an answer is still streaming; True if so."""
         if chat.generating:
-            await say_error(chat, ChatError(Problem.BUSY))
+            await self.refuse(chat, ChatError(Problem.BUSY))
         return chat.generating
 
+    async def refuse(self, chat: ChatSession, refusal: ChatError) -> None:
+        """Say why no answer is written now, and count it."""
+        metrics.REFUSALS.labels(refusal.problem.value).inc()
+        await say_error(chat, refusal)
+
     async def take_turn(self, chat: ChatSession, user_text: str, message_id: str) -> None:
-        """Answer one user message; one answer at a time per session."""
+        """Answer one user message; one answer at a time per session, the user's fair share across sessions."""
         if await self.refused_while_busy(chat):
+            return
+        if (refusal := await self.shares.refusal(chat.user)) is not None:
+            await self.refuse(chat, refusal)
             return
         chat.conversation.truncate_at(message_id)  # an edited or regenerated turn replaces what followed
         chat.generation = asyncio.current_task()
         try:
-            await self.answer(chat, user_text, message_id)
+            with self.shares.answering(chat.user):
+                await self.answer(chat, user_text, message_id)
         finally:
             chat.generation = None
 
@@ -79,6 +91,7 @@ class Pipeline:
             )
         except ChatError as error:
             sent = error.problem is not Problem.MESSAGE_TOO_LONG
+            metrics.ANSWERS.labels(Ending.FAILED.value if sent else NOT_SENT).inc()
             if sent:
                 chat.conversation.add(Turn(user_text, "", Ending.FAILED, message_id))
             await say_error(chat, error, Answer(message_id, Ending.FAILED if sent else NOT_SENT))
@@ -91,7 +104,7 @@ class Pipeline:
             repetition_penalty=prefs.repetition_penalty,
         )
         reply = cl.Message(content="")
-        ending, failure, tokens = Ending.COMPLETE, None, None
+        ending, failure, tokens, prompt_tokens = Ending.COMPLETE, None, None, None
         batcher = Coalescer(reply.stream_token, self.stream_interval_s)
         started = first_token_at = time.perf_counter()
         got_token = False
@@ -101,8 +114,8 @@ class Pipeline:
                     if not got_token:
                         got_token, first_token_at = True, time.perf_counter()
                     await batcher.add(delta)
-                    tokens = stream.completion_tokens
-                tokens = stream.completion_tokens
+                    tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
+                tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
         except asyncio.CancelledError:
             ending = Ending.STOPPED
         except ChatError as error:
@@ -111,6 +124,7 @@ class Pipeline:
         finished = time.perf_counter()
 
         chat.conversation.add(Turn(user_text, reply.content, ending, message_id))
+        await self.shares.used(chat.user, prompt_tokens, tokens)
         stats = AnswerStats(
             ttft_s=first_token_at - started if got_token else None,
             tokens=tokens,
@@ -120,6 +134,7 @@ class Pipeline:
             stopped=ending is Ending.STOPPED,
         )
         record = Answer(message_id, ending, model.name, dataclasses.asdict(stats))
+        measure(stats, ending)
         if reply.content or failure is None:
             reply.metadata = record.as_metadata()
             await reply.send()
@@ -127,3 +142,12 @@ class Pipeline:
             await offer_regenerate(chat, reply.id)
         if failure is not None:
             await say_error(chat, failure, None if reply.content else record)
+
+
+def measure(stats: AnswerStats, ending: Ending) -> None:
+    """An answer in the operators' metrics."""
+    metrics.ANSWERS.labels(ending.value).inc()
+    if stats.ttft_s is not None:
+        metrics.FIRST_TOKEN.observe(stats.ttft_s)
+    if stats.tokens and stats.decode_s > 0:
+        metrics.SPEED.observe(stats.tokens / stats.decode_s)

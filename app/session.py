@@ -20,6 +20,8 @@ class ChatSession:
 
     preferences: Preferences
     lang: str
+    # The logged-in user (None without login): fair shares and usage are theirs.
+    user: str | None = None
     conversation: Conversation = field(default_factory=Conversation)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, Route, expect, sync_playwright
 
 from tests.support.servers import ROOT, ChatApp, VllmServer, running
 
@@ -363,3 +363,51 @@ def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm
         expect(page.get_by_text("This chat as Markdown:")).to_be_visible(timeout=30_000)
         expect(page.get_by_text("chat.md")).to_be_visible()
         page.context.close()
+
+
+def test_the_page_loads_nothing_foreign_and_works_under_its_security_policy(browser, chat_app):
+    context = browser.new_context(locale="en-US", viewport={"width": 1100, "height": 800})
+    foreign: list[str] = []
+
+    def only_this_machine(route: Route) -> None:
+        if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost"):
+            route.continue_()
+        else:
+            foreign.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_this_machine)
+    page = context.new_page()
+    failed: list[str] = []
+    errors: list[str] = []
+    # A request the page cancels itself (it reloads after logging in) is not a failed load.
+    page.on("requestfailed", lambda r: None if r.failure == "net::ERR_ABORTED" else failed.append(r.url))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(chat_app.url)
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    send(page, "under the policy")
+    wait_answer_done(page, 2)
+    page.click("#chat-settings-open-modal")
+    expect(page.locator("#system_prompt")).to_be_visible()
+    page.keyboard.press("Escape")
+    export = page.locator(ANSWERS).last.get_by_role("button", name="Export JSON", exact=True)
+    export.click()
+    expect(page.get_by_text("This chat as JSON:")).to_be_visible(timeout=30_000)
+    expect(page.locator("#thread-history").get_by_text("under the policy")).to_be_visible(timeout=30_000)
+    assert page.evaluate("document.fonts.check('16px Inter')")  # the app's own copy of the font
+    assert foreign == [] and failed == []
+    assert [e for e in errors if "Content Security Policy" in e or "Refused to" in e] == []
+
+    # Another page on this machine (localhost is another origin than 127.0.0.1) puts the chat in a frame.
+    framing = context.new_page()
+    framing_url = chat_app.url.replace("127.0.0.1", "localhost") + "/framing-page"
+    frame = f'<iframe src="{chat_app.url}"></iframe>'
+    framing.route(framing_url, lambda route: route.fulfill(body=frame, content_type="text/html"))
+    framing.goto(framing_url)
+    deadline = time.monotonic() + 15
+    while len(framing.frames) < 2 or framing.frames[1].url == "about:blank":
+        assert time.monotonic() < deadline, "the frame never loaded"
+        framing.wait_for_timeout(100)
+    framing.wait_for_timeout(1000)
+    assert framing.frames[1].url.startswith("chrome-error://")  # refused: the chat is not shown in the frame
+    context.close()

@@ -9,15 +9,16 @@ import asyncio
 import inspect
 import tomllib
 from importlib.metadata import version
+from pathlib import Path
 
 import chainlit.server
 import pytest
 from chainlit.emitter import ChainlitEmitter
-from chainlit.types import DeleteFeedbackRequest, Feedback, UpdateFeedbackRequest
-from fastapi.routing import APIRoute
+from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, UpdateFeedbackRequest
 from starlette.middleware.cors import CORSMiddleware
 
 from app import chainlit_seam as seam
+from app.web.headers import own_page
 from tests.support.servers import ROOT
 
 
@@ -39,25 +40,48 @@ def test_socketio_exposes_the_origin_check_and_the_connection_registry():
 
 
 @pytest.mark.parametrize(("path", "method"), seam.ROUTES)
-def test_chainlit_serves_each_guarded_route_through_the_functions_the_guard_calls(path, method):
-    endpoints = {
-        route.endpoint
-        for route in chainlit.server.router.routes
-        if isinstance(route, APIRoute) and route.path == path and method in (route.methods or ())
-    }
-    assert endpoints & {chainlit.server.update_feedback, chainlit.server.delete_feedback}
-    # Ours are put first in the app's routes, so they must be matched in order.
+def test_chainlit_serves_each_guarded_route_with_the_parameters_the_guards_read(path, method):
+    parameters = inspect.signature(seam.chainlit_endpoint(path, method), eval_str=True).parameters
+    assert "current_user" in parameters
+    payload = next(p.annotation for name, p in parameters.items() if name in ("payload", "update"))
+    assert {"sessionId", "feedback", "feedbackId"} & set(payload.model_fields)
+    # The guards are put first in the app's routes, so they must be matched in order.
     assert isinstance(chainlit.server.app.router.routes, list)
 
 
-def test_the_feedback_functions_take_what_the_guard_passes():
-    update = inspect.signature(chainlit.server.update_feedback).parameters
-    delete = inspect.signature(chainlit.server.delete_feedback).parameters
-    assert list(update) == ["request", "update", "current_user"]
-    assert list(delete) == ["request", "payload", "current_user"]
+@pytest.mark.parametrize(("path", "method"), seam.LOGIN_ROUTES)
+def test_chainlit_serves_each_login_route_with_the_request_the_app_reads(path, method):
+    parameters = inspect.signature(seam.chainlit_endpoint(path, method), eval_str=True).parameters
+    assert "request" in parameters
+    if path == "/login":
+        assert "form_data" in parameters
+
+
+def test_the_login_internals_the_app_uses_exist():
+    from chainlit.auth.cookie import get_token_from_cookies
+    from chainlit.config import config
+    from chainlit.session import ws_sessions_id
+
+    assert get_token_from_cookies({"access_token": "a.b.c"}) == "a.b.c"
+    assert isinstance(config.project.user_session_timeout, int)
+    assert isinstance(ws_sessions_id, dict)
+    assert callable(chainlit.server.sio.disconnect)
+
+
+def test_the_payloads_carry_what_the_guards_read():
     assert UpdateFeedbackRequest.model_fields["feedback"].annotation is Feedback
-    assert "forId" in inspect.signature(Feedback).parameters
+    assert {"id", "forId"} <= set(inspect.signature(Feedback).parameters)
     assert "feedbackId" in DeleteFeedbackRequest.model_fields
+    assert {"element", "sessionId"} <= set(ElementRequest.model_fields)
+    assert callable(seam.WebsocketSession.get_by_id)
+
+
+def test_chainlits_page_links_what_the_app_replaces_with_its_own_copies():
+    from chainlit.server import build_dir
+
+    page = (Path(build_dir) / "index.html").read_text()
+    assert "fonts.googleapis.com" in page and "cdn.jsdelivr.net/npm/katex" in page and "</head>" in page
+    assert own_page(page).count("https://") == 0
 
 
 def test_chainlit_has_its_cors_middleware_entry_to_replace():
@@ -69,7 +93,8 @@ def test_a_websocket_session_has_every_attribute_the_app_uses():
         id="contract", socket_id="contract-socket", emit=print, emit_call=print, user_env={}, client_type="webapp"
     )
     try:
-        for name in ("id", "socket_id", "thread_id", "user", "language", "chat_settings", "has_first_interaction"):
+        used = ("id", "socket_id", "thread_id", "user", "token", "language", "chat_settings", "has_first_interaction")
+        for name in used:
             assert hasattr(session, name), name
         assert session.to_clear is False and session.current_task is None
         assert seam.WebsocketSession.get("contract-socket") is session

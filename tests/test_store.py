@@ -121,7 +121,7 @@ async def test_a_chat_keeps_its_first_owner(store):
     assert await store.get_thread_author("t1") == "owner"
     thread = await store.get_thread("t1")
     assert thread is not None and thread["metadata"] == {"chat_settings": {"top_p": 0.5}, "other": 1}
-    assert thread["name"] == "renamed"
+    assert thread["name"] == "mine"  # naming it as another user's first message changes nothing
     await store.update_thread("t2", user_id=intruder.id)  # Chainlit's first message names a new chat
     await store.update_thread("t2", name="later")
     assert await store.get_thread_author("t2") == "intruder"

@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import os
 import secrets
+import time
 import uuid
 from enum import StrEnum
 from pathlib import Path
@@ -23,6 +24,8 @@ from app.history.schema import elements, feedbacks, steps, threads, timestamp, u
 LOCAL_USER = "local"
 SECRET_FILE = "auth-secret"
 hasher = PasswordHasher()
+# Checked against when the user does not exist, so that an unknown name takes as long as a known one.
+UNKNOWN_USER_HASH = hasher.hash("no such user")
 
 
 class Login(StrEnum):
@@ -91,7 +94,9 @@ def set_password(engine: Engine, name: str, password: str) -> bool:
     """Add the user, or give an existing one a new password; True if the user is new."""
     hashed = hasher.hash(password)
     with engine.begin() as connection:
-        found = connection.execute(sa.update(users).where(users.c.identifier == name).values(password_hash=hashed))
+        # A new password ends every session logged in with the old one.
+        changed = {"password_hash": hashed, "sessions_from": int(time.time())}  # tokens carry whole seconds
+        found = connection.execute(sa.update(users).where(users.c.identifier == name).values(**changed))
         if found.rowcount:
             return False
         row = {
@@ -123,10 +128,8 @@ def verify_password(engine: Engine, name: str, password: str) -> bool:
     """True if the user exists and the password is theirs."""
     with engine.connect() as connection:
         hashed = connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == name)).scalar()
-    if not hashed:
-        return False
     try:
-        return hasher.verify(hashed, password)
+        return hasher.verify(hashed or UNKNOWN_USER_HASH, password) and bool(hashed)
     except (VerificationError, InvalidHashError):
         return False
 

@@ -27,6 +27,8 @@ users = sa.Table(
     # Never part of metadata, which Chainlit sends to the browser.
     sa.Column("password_hash", sa.Text),
     sa.Column("created_at", sa.String(40), nullable=False),
+    # Login tokens issued before this time (seconds since the epoch) are void: set by a password change.
+    sa.Column("sessions_from", sa.Float),
 )
 
 threads = sa.Table(
@@ -77,6 +79,37 @@ feedbacks = sa.Table(
     sa.Column("thread_id", sa.String(36), sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("value", sa.Integer, nullable=False),
     sa.Column("comment", sa.Text),
+)
+
+
+# Failed logins, for throttling by user name and by client address (a sliding window of them).
+login_failures = sa.Table(
+    "login_failures",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, index=True),
+    sa.Column("address", sa.String(64), nullable=False, index=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+)
+
+# Login tokens ended by a logout (by their SHA-256), kept until they would have expired anyway.
+ended_sessions = sa.Table(
+    "ended_sessions",
+    metadata,
+    sa.Column("token_digest", sa.String(64), primary_key=True),
+    sa.Column("expires_at", sa.Float, nullable=False, index=True),
+)
+
+
+# Tokens each user had vLLM read and write, per day (UTC), from vLLM's own usage figures.
+usage = sa.Table(
+    "usage",
+    metadata,
+    sa.Column("user", sa.String(255), primary_key=True),
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("answers", sa.Integer, nullable=False),
+    sa.Column("prompt_tokens", sa.Integer, nullable=False),
+    sa.Column("completion_tokens", sa.Integer, nullable=False),
 )
 
 

@@ -19,8 +19,12 @@ from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
 from app.history.database import create_engine, database_url
-from app.history.store import ChatStore
+from app.history.logins import Logins
+from app.history.sessions import SessionGate, Sessions, logout_ends_session, no_token_renewal, throttled_login
+from app.history.store import Actor, ChatStore
 from app.history.transcript import PREFERENCES_KEY
+from app.history.usage import Usage
+from app.shares import Shares
 from app.starting import Starting
 
 logger = logging.getLogger(__name__)
@@ -39,6 +43,8 @@ class History:
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
     naming: set[asyncio.Task[None]] = field(default_factory=set)
+    # Login sessions the server ends (None with history off: nobody logs in).
+    sessions: Sessions | None = None
 
     async def notify_write_failure(self, _what: str) -> None:
         """Tell the chat whose message could not be saved, at most once a minute (not persisted)."""
@@ -97,6 +103,7 @@ def start(settings: Settings, notice: Callable[[], str], starting: Starting) -> 
     store.writer.on_write_failure = history.notify_write_failure
     store.writer.before_batch = functools.partial(starting.over, ANSWERS_FIRST_S)
     store.new_chat_metadata = history.new_chat_metadata
+    store.actor = tab_actor
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:
 
@@ -115,10 +122,30 @@ def start(settings: Settings, notice: Callable[[], str], starting: Starting) -> 
                 return cl.User(identifier=name, metadata={"provider": "password"})
             return None
 
-    seam.guard_feedback(functools.partial(owns, store, "step_id"), functools.partial(owns, store, "feedback_id"))
     if login is Login.PASSWORD:
         seam.refuse_unknown_users(functools.partial(still_known, store))
+    history.sessions = control_logins(settings, store, login)
     return history
+
+
+def fair_shares(settings: Settings, history: History) -> Shares:
+    """The per-user limits; usage counted (and a quota possible) only with the history to keep it in."""
+    usage = Usage(history.store.writer) if history.store is not None else None
+    exempt = frozenset() if settings.limit_local_user else frozenset({LOCAL_USER})
+    return Shares(settings.answers_per_user, settings.messages_per_minute, settings.daily_token_quota, usage, exempt)
+
+
+def control_logins(settings: Settings, store: ChatStore, login: Login) -> Sessions:
+    """Throttled password logins, and sessions ended by logout, a new password or removal; no token renewal."""
+    logins = Logins(store.writer, settings.login_attempts, settings.login_window_minutes * 60)
+    if login is Login.PASSWORD:
+        seam.wrap_route("/login", "POST", functools.partial(throttled_login, logins))
+    sessions = Sessions(logins, os.environ["CHAINLIT_AUTH_SECRET"])
+    seam.add_middleware(SessionGate, sessions=sessions)
+    seam.wrap_route("/logout", "POST", functools.partial(logout_ends_session, sessions))
+    seam.guard_route("/auth/jwt", "POST", no_token_renewal)
+    seam.set_login_lifetime(int(settings.login_hours * 3600))
+    return sessions
 
 
 async def name_thread(store: ChatStore, thread_id: str, name: str) -> None:
@@ -127,9 +154,12 @@ async def name_thread(store: ChatStore, thread_id: str, name: str) -> None:
         await store.update_thread(thread_id, name=name)
 
 
-async def owns(store: ChatStore, kind: str, user: str, row_id: str) -> bool:
-    """Whether the user's chat holds this message or feedback (thumbs up/down only on one's own chats)."""
-    return await store.feedback_owner(**{kind: row_id}) == user
+def tab_actor() -> Actor | None:
+    """The logged-in user of the tab a write is made for, and the tab's chat (None outside a tab)."""
+    session = seam.websocket_session()
+    if session is None or session.user is None:
+        return None
+    return Actor(session.user.identifier, session.thread_id)
 
 
 async def still_known(store: ChatStore, user: str) -> bool:

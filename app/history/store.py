@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
@@ -15,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from app.chainlit_seam import held_until_first_message
+from app.errors import HistoryUnavailable
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
 from app.history.writer import SCRATCH, Writer
@@ -26,6 +29,15 @@ if TYPE_CHECKING:
 # Scratch key of the chats a transaction created, known to other writes only once it commits (they run in
 # parallel on PostgreSQL, and a step must never reference a thread row that is not committed yet).
 NEW_THREADS = "new_threads"
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Whom a write is made for: a tab's logged-in user, and that tab's own chat."""
+
+    user: str
+    thread_id: str
 
 
 class ChatStore(BaseDataLayer):
@@ -45,6 +57,8 @@ class ChatStore(BaseDataLayer):
         # What a chat starts with when it is named at its first message (the app's settings so far), so a
         # chat holds its settings from its first write on, at no extra statement.
         self.new_chat_metadata: Callable[[], dict[str, Any]] = dict
+        # Whom a write that Chainlit makes for a tab is for (None: no tab, e.g. a REST route that checked itself).
+        self.actor: Callable[[], Actor | None] = lambda: None
         # Statements built once (these and the cached properties): building an upsert costs more CPU than running it.
         self._upserts: dict[str, sa.Insert] = {}
         # Chats known to have a committed row, so a message costs one statement, not two.
@@ -59,11 +73,15 @@ class ChatStore(BaseDataLayer):
         self._known_threads |= scratch.get(NEW_THREADS, set())
 
     def _upsert(self, table: sa.Table) -> sa.Insert:
-        """INSERT ... ON CONFLICT (id) DO UPDATE of every column, in the dialect at hand; built once per table."""
+        """INSERT ... ON CONFLICT (id) DO UPDATE of a chat's row, in the dialect at hand; built once per table."""
         if table.name not in self._upserts:
             statement = self._insert(table)
             changes = {column.name: statement.excluded[column.name] for column in table.c if column.name != "id"}
-            self._upserts[table.name] = statement.on_conflict_do_update(index_elements=["id"], set_=changes)
+            # A row never moves to another chat: a client that names another chat's row id changes nothing.
+            same_chat = table.c.thread_id == statement.excluded.thread_id
+            self._upserts[table.name] = statement.on_conflict_do_update(
+                index_elements=["id"], set_=changes, where=same_chat
+            )
         return self._upserts[table.name]
 
     @functools.cached_property
@@ -76,7 +94,23 @@ class ChatStore(BaseDataLayer):
             # Named for the first time (its first message): the chat takes the row's metadata, the app's settings.
             "metadata": sa.case((threads.c.name.is_(None), statement.excluded.metadata), else_=threads.c.metadata),
         }
-        return statement.on_conflict_do_update(index_elements=["id"], set_=changes)
+        theirs = statement.excluded.user_id
+        owner = sa.or_(threads.c.user_id.is_(None), theirs.is_(None), threads.c.user_id == theirs)
+        return statement.on_conflict_do_update(index_elements=["id"], set_=changes, where=owner)
+
+    @functools.cached_property
+    def _owner_of_thread(self) -> sa.Select[Any]:
+        """The identifier of a chat's user."""
+        return sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == sa.bindparam("id"))
+
+    def _writable(self, connection: Connection, thread_id: str, actor: Actor | None, what: str) -> bool:
+        """Whether the actor may write into the chat (its tab's own, or its user's); a refusal is logged."""
+        if actor is None or thread_id == actor.thread_id:
+            return True
+        if connection.execute(self._owner_of_thread, {"id": thread_id}).scalar() == actor.user:
+            return True
+        logger.warning("History: refused to %s for %s: chat %s is not theirs", what, actor.user, thread_id)
+        return False
 
     @functools.cached_property
     def _new_thread(self) -> sa.Insert:
@@ -117,7 +151,8 @@ class ChatStore(BaseDataLayer):
             existing = connection.execute(
                 sa.select(feedbacks.c.id).where(feedbacks.c.for_id == feedback.forId)
             ).scalar()
-            feedback_id = str(existing or feedback.id or uuid.uuid4())
+            # Never the client's id: it could name another message's rating.
+            feedback_id = str(existing or uuid.uuid4())
             row = {
                 "id": feedback_id,
                 "for_id": feedback.forId,
@@ -150,10 +185,17 @@ class ChatStore(BaseDataLayer):
     async def create_element(self, element: Element) -> None:
         details = dict(element.to_dict())
         row = {"id": element.id, "thread_id": element.thread_id, "for_id": element.for_id, "details": details}
+        actor, what = self.actor(), "save an answer's details"
 
         def work(connection: Connection) -> None:
+            if not self._writable(connection, element.thread_id, actor, what):
+                return
+            for_thread = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == element.for_id)).scalar()
+            if for_thread not in (None, element.thread_id):
+                logger.warning("History: refused to %s: message %s is in another chat", what, element.for_id)
+                return
             self._ensure_thread(connection, element.thread_id)
-            connection.execute(self._upsert(elements), row)
+            put(connection, self._upsert(elements), row, what)
 
         await self.writer.write_in_background("save an answer's details", work)
 
@@ -164,8 +206,12 @@ class ChatStore(BaseDataLayer):
 
     @held_until_first_message
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
+        actor, what = self.actor(), "remove an answer's details"
+
         def work(connection: Connection) -> None:
-            connection.execute(sa.delete(elements).where(elements.c.id == element_id))
+            chat = connection.execute(sa.select(elements.c.thread_id).where(elements.c.id == element_id)).scalar()
+            if chat is not None and self._writable(connection, chat, actor, what):
+                connection.execute(sa.delete(elements).where(elements.c.id == element_id))
 
         await self.writer.write_in_background("remove an answer's details", work)
 
@@ -174,30 +220,35 @@ class ChatStore(BaseDataLayer):
     @held_until_first_message
     async def create_step(self, step_dict: StepDict) -> None:
         if shown(step_dict):
+            actor = self.actor()
             await self.writer.write_in_background(
-                "save a message", lambda connection: self._put_step(connection, step_dict)
+                "save a message", lambda connection: self._put_step(connection, step_dict, actor)
             )
 
     @held_until_first_message
     async def update_step(self, step_dict: StepDict) -> None:
-        if shown(step_dict):
-            await self.writer.write_in_background(
-                "save a message", lambda connection: self._put_step(connection, step_dict)
-            )
+        await self.create_step(step_dict)
 
     @held_until_first_message
     async def delete_step(self, step_id: str) -> None:
+        actor = self.actor()
+
         def work(connection: Connection) -> None:
+            chat = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == step_id)).scalar()
+            if chat is None or not self._writable(connection, chat, actor, "remove a message"):
+                return
             connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
             connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
             connection.execute(sa.delete(steps).where(steps.c.id == step_id))
 
         await self.writer.write_in_background("remove a message", work)
 
-    def _put_step(self, connection: Connection, step_dict: StepDict) -> None:
+    def _put_step(self, connection: Connection, step_dict: StepDict, actor: Actor | None) -> None:
         """Insert or replace one step, creating its thread if Chainlit has not yet."""
-        self._ensure_thread(connection, str(step_dict["threadId"]))
-        connection.execute(self._upsert(steps), step_row(step_dict))
+        thread_id = str(step_dict["threadId"])
+        if self._writable(connection, thread_id, actor, "save a message"):
+            self._ensure_thread(connection, thread_id)
+            put(connection, self._upsert(steps), step_row(step_dict), "save a message")
 
     def _ensure_thread(self, connection: Connection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
@@ -208,6 +259,14 @@ class ChatStore(BaseDataLayer):
         created.add(thread_id)
 
     # ---- threads -----------------------------------------------------------------------
+
+    async def reachable(self) -> bool:
+        """Whether the database answers a query now."""
+        try:
+            await self.writer.read("check the database", lambda connection: connection.execute(sa.text("SELECT 1")))
+        except HistoryUnavailable:
+            return False
+        return True
 
     async def get_thread_author(self, thread_id: str) -> str:
         query = sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == thread_id)
@@ -239,7 +298,11 @@ class ChatStore(BaseDataLayer):
             "user_id": user_id,
         }
 
+        actor = self.actor()
+
         def work(connection: Connection) -> None:
+            if not self._writable(connection, thread_id, actor, "save the chat"):
+                return
             if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
                 connection.execute(self._name_thread, row)
                 created_in(connection).add(thread_id)
@@ -343,3 +406,9 @@ def created_in(connection: Connection) -> set[str]:
     """The chats this connection's transaction has created so far."""
     created: set[str] = connection.info[SCRATCH].setdefault(NEW_THREADS, set())
     return created
+
+
+def put(connection: Connection, upsert: sa.Insert, row: dict[str, Any], what: str) -> None:
+    """Run a chat row's upsert; one whose id is a row of another chat changes nothing, and is logged."""
+    if not connection.execute(upsert, row).rowcount:
+        logger.warning("History: refused to %s: %s is a row of another chat", what, row["id"])

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import metrics
 from app.errors import HistoryUnavailable
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Writer:
             if not done.done():  # timed out: still queued, and what becomes of it is logged
                 done.add_done_callback(functools.partial(log_late_write, what))
             logger.error("History: could not %s: %s", what, error)
+            metrics.HISTORY_WRITE_FAILURES.inc()
             if self.on_write_failure is not None:
                 await self.on_write_failure(what)
             raise HistoryUnavailable(what) from error
@@ -131,7 +133,8 @@ class Writer:
 
     async def _commit(self, works: list[Work]) -> list[Any]:
         """Run the works in one transaction, in a worker thread, however long it takes (writes keep their order)."""
-        results, scratch = await self._in_thread(self._run_together, works)
+        with metrics.HISTORY_COMMIT.time():
+            results, scratch = await self._in_thread(self._run_together, works)
         self.after_commit(scratch)
         return results
 

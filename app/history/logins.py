@@ -1,0 +1,86 @@
+"""Failed logins and ended sessions, kept in the history database: shared by replicas, kept across restarts."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from app.history.schema import ended_sessions, login_failures, users
+from app.history.writer import Writer
+
+# One client address may fail this many times more than one user name: colleagues behind one address.
+ADDRESS_FACTOR = 4
+
+
+def digest(token: str) -> str:
+    """What is kept of a login token: its SHA-256 (a leaked table ends no session and opens none)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Logins:
+    """Login throttling (failures in a sliding window, per user name and per address) and ended sessions."""
+
+    writer: Writer
+    attempts: int
+    window_s: float
+
+    async def wait_before_trying(self, name: str, address: str) -> float:
+        """Seconds until a login for this name from this address may be tried (0: now)."""
+        since = time.time() - self.window_s
+
+        def wait(connection: Connection) -> float:
+            waits = [0.0]
+            for column, key, allowed in (
+                (login_failures.c.name, name, self.attempts),
+                (login_failures.c.address, address, self.attempts * ADDRESS_FACTOR),
+            ):
+                recent = (
+                    sa.select(login_failures.c.at)
+                    .where(column == key, login_failures.c.at > since)
+                    .order_by(login_failures.c.at.desc())
+                    .limit(allowed)
+                )
+                times = list(connection.execute(recent).scalars())
+                if len(times) >= allowed:  # the oldest of the last `allowed` failures must leave the window
+                    waits.append(times[-1] - since)
+            return max(waits)
+
+        return await self.writer.read("check recent failed logins", wait)
+
+    async def failed(self, name: str, address: str) -> None:
+        """Count a failed login; failures older than the window are let go."""
+        now = time.time()
+
+        def record(connection: Connection) -> None:
+            connection.execute(sa.delete(login_failures).where(login_failures.c.at < now - self.window_s))
+            connection.execute(sa.insert(login_failures).values(name=name[:255], address=address[:64], at=now))
+
+        await self.writer.write("count a failed login", record)
+
+    async def end(self, token: str, expires_at: float) -> None:
+        """End a session: its token opens nothing from now on (expired ones are let go)."""
+        now = time.time()
+
+        def record(connection: Connection) -> None:
+            connection.execute(sa.delete(ended_sessions).where(ended_sessions.c.expires_at < now))
+            row = {"token_digest": digest(token), "expires_at": expires_at}
+            connection.execute(sa.insert(ended_sessions).values(**row))
+
+        await self.writer.write("end a session", record)
+
+    async def ended(self, token: str, user: str, issued_at: float) -> bool:
+        """Whether a token's session is over: logged out, its user removed, or a password set since it was issued."""
+
+        def over(connection: Connection) -> bool:
+            logged_out = sa.select(ended_sessions.c.token_digest).where(ended_sessions.c.token_digest == digest(token))
+            if connection.execute(logged_out).first() is not None:
+                return True
+            account = connection.execute(sa.select(users.c.sessions_from).where(users.c.identifier == user)).first()
+            return account is None or (account.sessions_from or 0) > issued_at
+
+        return await self.writer.read("check a login", over)

@@ -1,0 +1,93 @@
+"""Tokens per user and day (UTC), from vLLM's usage figures: a daily quota, and `make usage`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+
+from app.config import get_settings, load_or_explain
+from app.history.database import create_engine, database_url, upgrade
+from app.history.schema import usage
+from app.history.writer import Writer
+
+
+def today() -> str:
+    """The UTC day usage is counted in."""
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+def hours_to_midnight() -> int:
+    """Whole hours (rounded up) until the UTC day, and so a daily quota, starts again."""
+    now = datetime.now(UTC)
+    midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return max(1, -(-int((midnight - now).total_seconds()) // 3600))
+
+
+class Usage:
+    """One user's tokens per day, added to at each answer."""
+
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
+        insert = (postgresql.insert if writer.engine.dialect.name == "postgresql" else sqlite.insert)(usage)
+        self._add = insert.on_conflict_do_update(
+            index_elements=["user", "day"],
+            set_={
+                "answers": usage.c.answers + insert.excluded.answers,
+                "prompt_tokens": usage.c.prompt_tokens + insert.excluded.prompt_tokens,
+                "completion_tokens": usage.c.completion_tokens + insert.excluded.completion_tokens,
+            },
+        )
+
+    async def add(self, user: str, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count one answer's tokens (in the same batch as the answer's own write)."""
+        row = {
+            "user": user[:255],
+            "day": today(),
+            "answers": 1,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+        }
+        await self.writer.write_in_background("count the tokens used", lambda c: c.execute(self._add, row))
+
+    async def tokens_today(self, user: str) -> int:
+        """Tokens the user had vLLM read and write today."""
+        query = sa.select(usage.c.prompt_tokens + usage.c.completion_tokens).where(
+            usage.c.user == user, usage.c.day == today()
+        )
+        return int(await self.writer.read("read today's usage", lambda c: c.execute(query).scalar()) or 0)
+
+
+def report(engine: Engine, days: int) -> str:
+    """Usage per user and day over the last `days` days, as a Markdown table."""
+    since = (datetime.now(UTC) - timedelta(days=days - 1)).strftime("%Y-%m-%d")
+    query = sa.select(usage).where(usage.c.day >= since).order_by(usage.c.day.desc(), usage.c.user)
+    with engine.connect() as connection:
+        rows = list(connection.execute(query))
+    lines = ["| day | user | answers | prompt tokens | completion tokens |", "|---|---|---|---|---|"]
+    lines += [f"| {r.day} | {r.user} | {r.answers} | {r.prompt_tokens} | {r.completion_tokens} |" for r in rows]
+    return "\n".join(lines) if rows else f"No answers in the last {days} day(s)."
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.history.usage", description=__doc__)
+    parser.add_argument("--days", type=int, default=7, help="how many days back (default 7)")
+    args = parser.parse_args()
+    settings = load_or_explain(get_settings, "make usage")
+    if settings is None:
+        return 2
+    engine = create_engine(database_url(settings.database_url, settings.data_dir))
+    try:
+        upgrade(engine)
+        print(report(engine, max(1, args.days)))
+    finally:
+        engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""What operators see (Prometheus): sessions, answers, first-token times, speeds, refusals, history writes.
+
+Served on a port of its own (METRICS_PORT, loopback), not on the chat's public address.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger(__name__)
+
+SESSIONS = Gauge("chat_sessions_open", "Chat sessions (tabs) open in this app process")
+ANSWERS = Counter("chat_answers", "Answers by how they ended", ["ending"])
+FIRST_TOKEN = Histogram(
+    "chat_time_to_first_token_seconds",
+    "From a message to its answer's first token",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32),
+)
+SPEED = Histogram(
+    "chat_answer_tokens_per_second",
+    "Tokens per second while an answer streamed",
+    buckets=(1, 2, 5, 10, 20, 40, 80, 160, 320),
+)
+REFUSALS = Counter(
+    "chat_refusals",
+    "Requests refused, by reason: busy, answers_at_once, too_many_messages, quota_used, message_too_long, "
+    "origin, host, login_throttled, body_too_large, ended_session",
+    ["reason"],
+)
+HISTORY_WRITE_FAILURES = Counter("chat_history_write_failures", "History writes that failed, by what they were for")
+HISTORY_COMMIT = Histogram(
+    "chat_history_commit_seconds",
+    "One batch of history writes, from its start to its commit",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
+)
+
+
+def serve(host: str, port: int) -> None:
+    """Serve the metrics on host:port (0: not at all)."""
+    if port:
+        start_http_server(port, addr=host)
+        log.info("Metrics: http://%s:%d/metrics", host, port)

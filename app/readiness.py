@@ -1,0 +1,25 @@
+"""GET /ready: whether this app can answer now (vLLM serves, the history database answers), for a balancer."""
+
+from __future__ import annotations
+
+import functools
+
+from starlette.responses import JSONResponse
+
+from app import chainlit_seam as seam
+from app.backend import Backend
+from app.history.store import ChatStore
+
+
+def install(backend: Backend, store: ChatStore | None) -> None:
+    """Serve /ready on the chat's own address (no login: a balancer asks it)."""
+    seam.add_route("/ready", functools.partial(ready, backend, store))
+
+
+async def ready(backend: Backend, store: ChatStore | None) -> JSONResponse:
+    """200 with each part "ok", or 503 naming the part that is not."""
+    checks = {"vllm": await backend.serving()}
+    if store is not None:
+        checks["database"] = await store.reachable()
+    body = {part: "ok" if up else "unavailable" for part, up in checks.items()}
+    return JSONResponse(body, status_code=200 if all(checks.values()) else 503)

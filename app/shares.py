@@ -1,0 +1,70 @@
+"""Fair shares of the model between users: answers at once, messages per minute, tokens per day.
+
+Answers and messages are counted in this app process (per replica); tokens per day in the history database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from app.errors import ChatError, HistoryUnavailable, Problem
+from app.history.usage import Usage, hours_to_midnight
+
+MINUTE_S = 60.0
+
+
+@dataclass
+class Shares:
+    """What each user may ask of the model now; users in `exempt` (the local user) and anonymous chats are free."""
+
+    answers_at_once: int
+    messages_per_minute: int
+    daily_tokens: int  # 0: no quota
+    usage: Usage | None = None
+    exempt: frozenset[str] = frozenset()
+    answering_now: Counter[str] = field(default_factory=Counter)
+    sent: dict[str, deque[float]] = field(default_factory=dict)
+
+    async def refusal(self, user: str | None) -> ChatError | None:
+        """Why this user may not have another answer now (None: they may; the message is then counted)."""
+        if user is None or user in self.exempt:
+            return None
+        if self.answering_now[user] >= self.answers_at_once:
+            return ChatError(Problem.ANSWERS_AT_ONCE, limit=self.answers_at_once)
+        now = time.monotonic()
+        sent = self.sent.setdefault(user, deque())
+        while sent and sent[0] <= now - MINUTE_S:
+            sent.popleft()
+        if len(sent) >= self.messages_per_minute:
+            return ChatError(
+                Problem.TOO_MANY_MESSAGES, limit=self.messages_per_minute, seconds=math.ceil(sent[0] + MINUTE_S - now)
+            )
+        if self.daily_tokens and self.usage is not None:
+            with contextlib.suppress(HistoryUnavailable):  # the database is down: chatting goes on
+                if await self.usage.tokens_today(user) >= self.daily_tokens:
+                    return ChatError(Problem.QUOTA_USED, limit=self.daily_tokens, hours=hours_to_midnight())
+        sent.append(now)
+        return None
+
+    @contextlib.contextmanager
+    def answering(self, user: str | None) -> Iterator[None]:
+        """Count an answer as being written for the user while the block runs."""
+        if user is not None:
+            self.answering_now[user] += 1
+        try:
+            yield
+        finally:
+            if user is not None:
+                self.answering_now[user] -= 1
+                if not self.answering_now[user]:
+                    del self.answering_now[user]
+
+    async def used(self, user: str | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """Count an answer's tokens toward the user's day."""
+        if user is not None and self.usage is not None:
+            await self.usage.add(user, prompt_tokens or 0, completion_tokens or 0)

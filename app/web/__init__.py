@@ -1,0 +1,1 @@
+"""What the app adds around every HTTP request: body limits, security headers, a page that loads nothing foreign."""
