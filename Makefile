@@ -5,6 +5,8 @@ SHELL := /bin/bash
 # Runtime settings (ports, model, sampling) are read by the Python programs from the environment
 # and .env, the environment winning; see .env.example. Only DEVICE matters to installation.
 DEVICE ?= $(or $(shell sed -n 's/^DEVICE=//p' .env 2>/dev/null | tail -n 1),auto)
+# ENGINE=llama.cpp needs llama.cpp built (once per machine, outside the clone).
+ENGINE ?= $(or $(shell sed -n 's/^ENGINE=//p' .env 2>/dev/null | tail -n 1),vllm)
 # QUANT=int8/int4 needs llm-compressor's environment to build the quantized checkpoint.
 QUANT ?= $(or $(shell sed -n 's/^QUANT=//p' .env 2>/dev/null | tail -n 1),none)
 PYTHON ?= python3
@@ -25,14 +27,18 @@ NAME ?=
 BENCH_ARGS ?=
 # llama.cpp for bench-serve's side-by-side rows: built from the source the llama-cpp-python sdist carries.
 LLAMA_CPP_PYTHON_VERSION ?= 0.3.36
-LLAMA_CPP_DIR ?= .cache/llama.cpp
+# Outside the clone: later clones and CI runs on this machine reuse the build (serving/llama_cpp.py's default).
+LLAMA_CPP_DIR ?= $(HOME)/.cache/ernie-chat/llama.cpp
 BENCH_SERVE_ARGS ?=
 
 APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
 QUANT_PY := $(QUANT_VENV)/bin/python
 # The tests' command: the servers they start find vLLM, llm-compressor and the tiny model here.
-PYTEST = SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest
+PYTEST = $(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest
+# What serving needs besides the environments: llm-compressor for QUANT on vLLM, llama.cpp for ENGINE=llama.cpp.
+ENGINE_DEPS = $(if $(filter llama.cpp,$(ENGINE)),install-llama-cpp,$(if $(filter none,$(QUANT)),,install-quant))
+SERVE_ENV = SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) LLAMA_CPP_DIR=$(LLAMA_CPP_DIR)
 GPU_PRESENT := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 SERVER_KIND := $(if $(filter auto,$(DEVICE)),$(GPU_PRESENT),$(DEVICE))
 
@@ -102,20 +108,20 @@ full-model: install-server ## Build a full-size random-weight ERNIE-4.5-0.3B (be
 	$(SERVER_PY) tools/build_model.py --shape full --out $(FULL_MODEL)
 
 .PHONY: serve-plan
-serve-plan: install-app ## Print the vLLM command make serve would run, with a reason per flag
-	SERVER_VENV=$(SERVER_VENV) $(APP_PY) -m serving --dry-run
+serve-plan: install-app ## Print the server command make serve would run (vLLM or llama.cpp), with a reason per flag
+	$(SERVE_ENV) $(APP_PY) -m serving --dry-run
 
 .PHONY: serve
-serve: install $(if $(filter none,$(QUANT)),,install-quant) ## Start vLLM (OpenAI API, default 127.0.0.1:8000) with flags computed for this machine
-	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) -m serving
+serve: install $(ENGINE_DEPS) ## Start vLLM (or llama.cpp: ENGINE) on 127.0.0.1:8000 with flags computed for this machine
+	$(SERVE_ENV) $(APP_PY) -m serving
 
 .PHONY: chat
 chat: install-app ## Start the chat UI (default http://localhost:7860)
 	$(APP_PY) -m app
 
 .PHONY: run
-run: install $(if $(filter none,$(QUANT)),,install-quant) ## Start vLLM, wait until it serves, then the chat UI; Ctrl-C stops both
-	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) -m tools.run
+run: install $(ENGINE_DEPS) ## Start vLLM (or llama.cpp), wait until it serves, then the chat UI; Ctrl-C stops both
+	$(SERVE_ENV) $(APP_PY) -m tools.run
 
 .PHONY: user-add
 user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice; asks for it)
@@ -134,7 +140,7 @@ usage: install-app ## Tokens each user used per day, from the history (DAYS=7)
 	$(APP_PY) -m app.history.usage --days $(or $(DAYS),7)
 
 .PHONY: test-deps
-test-deps: install install-quant tiny-model ## Install everything the tests need (Debian's chromium, PostgreSQL and nginx)
+test-deps: install install-quant install-llama-cpp tiny-model ## Install everything the tests need (llama.cpp, Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
 	bash tools/install_services.sh
 
@@ -150,8 +156,8 @@ test: test-deps lint ## Install what is needed, check style and types, run every
 	$(PYTEST) $(PYTEST_ARGS)
 
 .PHONY: test-fast
-test-fast: install-app ## Run the tests that need no server (vLLM, app, browser, PostgreSQL, nginx): under a minute
-	$(PYTEST) -q -m "not (vllm or app or browser or postgres or nginx)" $(PYTEST_ARGS)
+test-fast: install-app ## Run the tests that need no server (vLLM, llama.cpp, app, browser, PostgreSQL, nginx): under a minute
+	$(PYTEST) -q -m "not (vllm or app or browser or postgres or nginx or llama)" $(PYTEST_ARGS)
 
 .PHONY: pytest
 pytest: ## Run pytest with PYTEST_ARGS, without the installs and lint (after make test-deps)
@@ -162,14 +168,12 @@ bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sess
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_app $(BENCH_ARGS)
 
 .PHONY: install-llama-cpp
-install-llama-cpp: $(LLAMA_CPP_DIR)/bin/llama-server ## Build llama.cpp's server and quantizer for bench-llama-cpp (once; ~15 min on 2 cores)
-
-$(LLAMA_CPP_DIR)/bin/llama-server: tools/build_llama_cpp.sh | install-app
+install-llama-cpp: install-app ## Build llama.cpp's server and quantizer into LLAMA_CPP_DIR (once per machine; 8-14 min on 2 cores)
 	bash tools/build_llama_cpp.sh $(LLAMA_CPP_DIR) $(LLAMA_CPP_PYTHON_VERSION) $(APP_VENV)/bin/pip
 
 .PHONY: bench-serve
 bench-serve: install install-quant full-model ## Benchmark vLLM (make serve's flags, plain defaults, QUANT int8/int4) on the full-size random model
-	SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) $(APP_PY) -m tools.bench_serve $(BENCH_SERVE_ARGS)
+	$(SERVE_ENV) $(APP_PY) -m tools.bench_serve $(BENCH_SERVE_ARGS)
 
 .PHONY: screenshots
 screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png) in a real browser

@@ -24,12 +24,18 @@ log = logging.getLogger(__name__)
 Message = dict[str, str]
 
 
+# The engines the app knows the own endpoints of (both serve OpenAI's chat completions).
+VLLM = "vllm"
+LLAMA_CPP = "llama.cpp"
+
+
 @dataclass(frozen=True)
 class ModelInfo:
-    """The model vLLM serves and its context window."""
+    """The model the server serves, its context window, and which engine serves it."""
 
     name: str
     max_model_len: int
+    engine: str = VLLM
 
 
 @dataclass(frozen=True)
@@ -158,8 +164,12 @@ class Backend:
                 raise ChatError(
                     Problem.MODEL_MISSING, server=self.server, reason=f"{wanted or 'no model'} is not served"
                 )
-            max_len = int((card.model_extra or {}).get("max_model_len") or 0)
-            self._model = ModelInfo(name=card.id, max_model_len=max_len)
+            extra = card.model_extra or {}
+            engine = LLAMA_CPP if card.owned_by == "llamacpp" else VLLM
+            # llama-server's window is a slot's context (meta.n_ctx); vLLM's is max_model_len.
+            max_len = int((extra.get("meta") or {}).get("n_ctx") or 0) if engine == LLAMA_CPP else 0
+            max_len = max_len or int(extra.get("max_model_len") or 0)
+            self._model = ModelInfo(name=card.id, max_model_len=max_len, engine=engine)
         return self._model
 
     async def serving(self) -> bool:
@@ -196,10 +206,16 @@ class Backend:
         """Tokens of a rendered prompt plus the bytes of its text (see app.token_bound)."""
         ids = [int(token) for token in (await self._tokenize(messages))["tokens"]]
         text = await self._post("/detokenize", {"tokens": ids})
-        return len(ids) + len(str(text["prompt"]).encode())
+        return len(ids) + len(str(text.get("prompt", text.get("content", ""))).encode())
 
     async def _tokenize(self, messages: list[Message]) -> dict[str, Any]:
-        return await self._post("/tokenize", {"messages": messages, "add_generation_prompt": True})
+        """The prompt's tokens as the server renders the messages ({"count", "tokens"})."""
+        if (await self.model()).engine == VLLM:
+            return await self._post("/tokenize", {"messages": messages, "add_generation_prompt": True})
+        # llama-server renders the template and tokenizes in two steps, as it does for a chat completion.
+        prompt = (await self._post("/apply-template", {"messages": messages}))["prompt"]
+        tokens = (await self._post("/tokenize", {"content": prompt, "add_special": True}))["tokens"]
+        return {"count": len(tokens), "tokens": tokens}
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """A request to one of vLLM's own endpoints for the served model."""
@@ -218,7 +234,8 @@ class Backend:
         model = await self.model()
         extra: dict[str, Any] = {}
         if sampling.repetition_penalty != 1.0:
-            extra["repetition_penalty"] = sampling.repetition_penalty
+            name = "repetition_penalty" if model.engine == VLLM else "repeat_penalty"
+            extra[name] = sampling.repetition_penalty
         # Plain dict messages and vLLM's continuous_usage_stats are outside the SDK's types, hence the ignore.
         request = self._client.chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
             model=model.name,

@@ -124,7 +124,7 @@ class Pipeline:
         finished = time.perf_counter()
 
         chat.conversation.add(Turn(user_text, reply.content, ending, message_id))
-        await self.shares.used(chat.user, prompt_tokens, tokens)
+        self.shares.used(chat.user, prompt_tokens, tokens)
         stats = AnswerStats(
             ttft_s=first_token_at - started if got_token else None,
             tokens=tokens,

@@ -5,6 +5,7 @@ Answers and messages are counted in this app process (per replica); tokens per d
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import time
@@ -29,6 +30,7 @@ class Shares:
     exempt: frozenset[str] = frozenset()
     answering_now: Counter[str] = field(default_factory=Counter)
     sent: dict[str, deque[float]] = field(default_factory=dict)
+    counting: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def refusal(self, user: str | None) -> ChatError | None:
         """Why this user may not have another answer now (None: they may; the message is then counted)."""
@@ -64,7 +66,9 @@ class Shares:
                 if not self.answering_now[user]:
                     del self.answering_now[user]
 
-    async def used(self, user: str | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
-        """Count an answer's tokens toward the user's day."""
+    def used(self, user: str | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """Count an answer's tokens toward the user's day, in the background: the answer's end waits for no write."""
         if user is not None and self.usage is not None:
-            await self.usage.add(user, prompt_tokens or 0, completion_tokens or 0)
+            counting = asyncio.create_task(self.usage.add(user, prompt_tokens or 0, completion_tokens or 0))
+            self.counting.add(counting)  # the loop keeps only weak references to tasks
+            counting.add_done_callback(self.counting.discard)

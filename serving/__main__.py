@@ -1,4 +1,4 @@
-"""`python -m serving [--dry-run]`: print the computed vLLM command with reasons, then run it."""
+"""`python -m serving [--dry-run]`: print the computed server command (vLLM or llama.cpp) with reasons, then run it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from app.config import dotenv_file, load_or_explain
+from serving import llama_cpp
+from serving.advice import advice
 from serving.errors import ServeError
 from serving.machine import detect, probe_cpu_kernels
 from serving.plan import ModelShape, ServeSettings, build_plan, choose_device
@@ -76,11 +78,16 @@ def main() -> int:
         config = Path(model_path, "config.json")
         shape = ModelShape.from_config(json.loads(config.read_text())) if config.exists() else None
         machine = detect(server_venv)
-        if settings.quant is not Quant.NONE and choose_device(settings, machine) == "cpu":
-            machine = dataclasses.replace(machine, **probe_cpu_kernels(server_venv))
-        plan = build_plan(settings, machine, shape, model_path, server_venv)
+        if settings.engine == "llama.cpp":
+            plan = llama_cpp.prepare(settings, machine, model_path, server_venv, dry_run=args.dry_run)
+        else:
+            if settings.quant is not Quant.NONE and choose_device(settings, machine) == "cpu":
+                machine = dataclasses.replace(machine, **probe_cpu_kernels(server_venv))
+            plan = build_plan(settings, machine, shape, model_path, server_venv)
         if plan.checkpoint is not None:
             plan.reasons.append(prepare_checkpoint(model_path, plan.checkpoint, dry_run=args.dry_run))
+        if choose_device(settings, machine) == "cpu":
+            plan.reasons.append(advice(machine))
     except ServeError as exc:
         print(f"make serve: {exc}", file=sys.stderr)
         return 2

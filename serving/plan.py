@@ -36,6 +36,13 @@ class ServeSettings(EnvSettings):
     vllm_extra_args: str = ""
     vllm_nice: int = Field(10, ge=0, le=19, description="CPU priority of vLLM below the chat UI")
     quant: Quant = Quant.NONE
+    engine: Literal["vllm", "llama.cpp"] = Field("vllm", description="llama.cpp: llama-server, on CPUs only")
+
+    @property
+    def served_name(self) -> str:
+        """The model's name in the API: SERVED_MODEL_NAME, a local folder's name, or the hub id."""
+        local = os.path.isdir(self.model)
+        return self.served_model_name or (os.path.basename(self.model.rstrip("/")) if local else self.model)
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,7 @@ def build_plan(
     """The exact vLLM command for these settings on this machine."""
     device = choose_device(settings, machine)
     python = os.path.join(server_venv, "bin", "python")
-    local = os.path.isdir(settings.model)
-    served_name = settings.served_model_name or (
-        os.path.basename(settings.model.rstrip("/")) if local else settings.model
-    )
+    served_name = settings.served_name
     quantization = choose(settings.quant, device, machine, shape.linear_sizes if shape else ())
     weights_path = str(checkpoint_dir(model_path, quantization.scheme)) if quantization.scheme else model_path
     if device == "gpu":
@@ -174,8 +178,14 @@ def build_plan(
 
     if device == "cpu":
         _tune_cpu(plan, machine)
+    add_common_choices(plan, settings, "VLLM_API_KEY")
+    return plan
+
+
+def add_common_choices(plan: ServePlan, settings: ServeSettings, key_variable: str) -> None:
+    """What either engine's plan takes from the settings alike: the API key, extra arguments, the priority."""
     if settings.api_key.get_secret_value():
-        plan.env["VLLM_API_KEY"] = settings.api_key.get_secret_value()
+        plan.env[key_variable] = settings.api_key.get_secret_value()
         plan.reasons.append("API key: from API_KEY, passed in the environment (not visible in ps)")
     if settings.vllm_extra_args:
         plan.argv += shlex.split(settings.vllm_extra_args)
@@ -184,9 +194,8 @@ def build_plan(
     if plan.nice:
         plan.reasons.append(
             f"nice {plan.nice}: the chat UI and the browser on this machine get the CPU first "
-            "(vLLM keeps its cores busy; at equal priority they stalled for seconds)"
+            "(the server keeps its cores busy; at equal priority they stalled for seconds)"
         )
-    return plan
 
 
 def _size_kv_cache(

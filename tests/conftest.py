@@ -56,6 +56,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "lonely_app": ("vllm", "app"),  # test_recovery.py
     "paced_app": ("app",),  # test_reconnect.py: the app against a fake OpenAI server
     "make_run": ("vllm", "app"),  # test_run.py
+    "llama": ("llama",),  # test_llama_cpp.py
+    "llama_app": ("llama", "app"),
 }
 # Parametrized fixtures whose servers depend on the parameter (they call request.getfixturevalue).
 NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {

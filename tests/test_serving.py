@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from serving.advice import advice
 from serving.errors import ServeError
 from serving.machine import Gpu, Machine
 from serving.plan import ModelShape, ServeSettings, build_plan
@@ -182,3 +184,21 @@ def test_serve_plan_works_before_the_server_is_installed(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "is not installed yet (make install-server)" in result.stdout
     assert "--served-model-name baidu/ERNIE-4.5-0.3B-PT" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_the_plan_advises_the_engine_from_this_machines_own_bench_serve(tmp_path):
+    flags = frozenset({"avx2", "avx512f"})
+    machine = Machine(cpus=2, physical_cores=2, cpu_flags=flags, available_memory_bytes=8 << 30)
+    results = tmp_path / "bench-serve.json"
+    rows = [
+        {"config": "chosen", "single_tps": 20.2, "multi_tps": 93.3},
+        {"config": "int8", "single_tps": 35.1, "multi_tps": 128.4},
+        {"config": "llama-q4_k_m", "single_tps": 55.1, "multi_tps": 62.0},
+    ]
+    results.write_text(json.dumps({"cpu": "AMD EPYC", "flags": sorted(flags), "date": "2026-12-02", "rows": rows}))
+    said = advice(machine, results)
+    assert "one chat is answered fastest by ENGINE=llama.cpp QUANT=int4 (55.1 tok/s)" in said
+    assert "most chats at once are served by ENGINE=vllm QUANT=int8 (128.4 tok/s" in said
+    other_cpu = dataclasses.replace(machine, cpu_flags=frozenset({"avx2"}))
+    assert "make bench-serve measures" in advice(other_cpu, results)
+    assert "make bench-serve measures" in advice(machine, tmp_path / "none.json")

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,9 +23,11 @@ from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, OpenAIError
 
+from serving.advice import save
 from serving.errors import ServeError
+from serving.llama_cpp import build_llama_plan, gguf_of, llama_dir
 from serving.machine import detect, probe_cpu_kernels
 from serving.plan import ModelShape, ServeSettings, build_plan
 from serving.priority import lower_priority
@@ -90,33 +93,6 @@ def memory_bandwidth_gbs() -> float:
 
 # llama.cpp's types matching the vLLM rows: bf16, 8-bit, 4-bit (Q4_K_M keeps its output matrix at 6 bits).
 LLAMA_TYPES = {"llama-bf16": "BF16", "llama-q8_0": "Q8_0", "llama-q4_k_m": "Q4_K_M"}
-
-
-def gguf_of(model: Path, kind: str, llama_dir: Path, server_python: str) -> Path:
-    """The model as GGUF of a llama.cpp type (llama.cpp's converter at bf16, then llama-quantize), cached beside it."""
-    bf16 = model.with_name(f"{model.name}.bf16.gguf")
-    source_time = max(path.stat().st_mtime for path in model.iterdir())
-    if not bf16.exists() or bf16.stat().st_mtime < source_time:
-        print(f"converting {model} to GGUF (bf16)", file=sys.stderr, flush=True)
-        command = [server_python, str(llama_dir / "convert_hf_to_gguf.py"), str(model), "--outtype", "bf16"]
-        env = {**os.environ, "PYTHONPATH": str(llama_dir / "gguf-py")}
-        subprocess.run([*command, "--outfile", str(bf16)], env=env, check=True, stdout=subprocess.DEVNULL)
-    if kind == "BF16":
-        return bf16
-    out = model.with_name(f"{model.name}.{kind.lower()}.gguf")
-    if not out.exists() or out.stat().st_mtime < bf16.stat().st_mtime:
-        quantize = [str(llama_dir / "bin" / "llama-quantize"), str(bf16), str(out), kind]
-        subprocess.run(quantize, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return out
-
-
-def llama_server(gguf: Path, llama_dir: Path, port: int, threads: int) -> list[str]:
-    """llama.cpp's server as a CPU user runs it: all cores, 8 parallel slots (continuous batching)."""
-    return [
-        str(llama_dir / "bin" / "llama-server"),
-        *("-m", str(gguf), "--alias", "ernie", "--host", "127.0.0.1", "--port", str(port)),
-        *("-t", str(threads), "-tb", str(threads), "-np", "8", "-c", str(8 * 2048), "--jinja"),
-    ]
 
 
 def weight_bytes(folder: Path) -> int:
@@ -264,6 +240,7 @@ def run_config(
     process = subprocess.Popen(
         argv,
         env=merged,
+        stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -284,15 +261,29 @@ def run_config(
         figures = asyncio.run(figures_of(f"http://127.0.0.1:{port}/v1"))
         return {"config": name, "ready_s": ready, **figures, "rss_gib": peak_rss_gib(process.pid)}
     finally:
-        os.killpg(process.pid, 15)
-        process.wait(timeout=60)
+        stop_group(process)
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server and every process of its group (vLLM's engine outlives its API server for a while), so the
+    next configuration starts on a free port with the machine to itself."""
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(ROOT / ".cache/models/ernie-full-random"))
     parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--llama-cpp", type=Path, default=ROOT / ".cache/llama.cpp", help="make install-llama-cpp's")
+    parser.add_argument("--llama-cpp", type=Path, default=llama_dir(), help="make install-llama-cpp's")
     parser.add_argument(
         "--configs",
         default="",
@@ -367,11 +358,11 @@ def main() -> int:
                 rows.append(extra | run_config(name, plain, {}, port=port, figures_of=figures_of))
             elif name in LLAMA_TYPES:
                 gguf = gguf_of(Path(args.model), LLAMA_TYPES[name], args.llama_cpp, python)
-                argv = llama_server(gguf, args.llama_cpp, port, machine.physical_cores)
+                # The planner's own llama-server command, with the 8 slots the 8-stream figure needs.
+                llama = base.model_copy(update={"engine": "llama.cpp", "max_num_seqs": 8, "vllm_nice": 0})
+                plan = build_llama_plan(llama, machine, gguf, args.llama_cpp)
                 extra["weights"] = gguf.stat().st_size
-                # At nice 0: llama-server shut down after its first request when started at nice 10 (vLLM's,
-                # which measured no different from nice 0; nothing else runs during the benchmark).
-                rows.append(extra | run_config(name, argv, {}, port=port, figures_of=figures_of))
+                rows.append(extra | run_config(name, plan.argv, plan.env, port=port, figures_of=figures_of))
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
@@ -397,13 +388,20 @@ def main() -> int:
                         figures_of=figures_of,
                     )
                 )
-        except (RuntimeError, OSError, ServeError, subprocess.CalledProcessError) as error:  # keep the others
+        except (RuntimeError, OSError, ServeError, OpenAIError, subprocess.CalledProcessError) as error:  # a row
             print(f"{name} failed: {error}", file=sys.stderr, flush=True)
             failures.append(f"{name}: {error}")
             continue
         print(f"{name} done: {rows[-1]}", file=sys.stderr, flush=True)
     print(report(rows, bandwidth, failures))
+    save(machine, cpu_name(), time.strftime("%Y-%m-%d"), rows)  # for make serve-plan's advice
     return 0
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "a CPU")
 
 
 def report(rows: list[dict[str, Any]], bandwidth: float, failures: list[str]) -> str:
@@ -424,10 +422,12 @@ def report(rows: list[dict[str, Any]], bandwidth: float, failures: list[str]) ->
             f"{100 * row['single_tps'] / bound:.0f} % | {row['ttft_ms']:.0f} | {row['multi_tps']:.1f} | "
             f"{row['rss_gib']:.1f} {guard}"
         )
+    for failure in failures:  # a configuration that failed (its server died, or never answered) is a row too
+        name, _, why = failure.partition(":")
+        lines.append(f"| {name} | failed: {' '.join(why.replace('|', '/').split())[:120]} |" + " — |" * 8)
     builds = [f"{row['config']} {row['build_s']:.0f} s" for row in rows if "build_s" in row]
     if builds:
         lines += ["", "Checkpoint build (llm-compressor, once, cached): " + ", ".join(builds)]
-    lines += ["", *(f"Not measured: {failure}" for failure in failures)] if failures else []
     text = "\n".join(lines)
     (ROOT / "bench-results" / "bench-serve.md").write_text(text + "\n")
     return text

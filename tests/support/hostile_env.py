@@ -57,6 +57,7 @@ HOSTILE = {
     "VLLM_EXTRA_ARGS": "--disable-log-stats",
     "VLLM_NICE": "3",
     "QUANT": "int4",
+    "ENGINE": "llama.cpp",
 }
 
 

@@ -226,15 +226,13 @@ class Process:
 
 
 @dataclass
-class VllmServer:
-    """A vLLM process serving the tiny ERNIE-4.5 model, started with `python -m serving`."""
+class ServedModel:
+    """A model server the project's `python -m serving` starts (vLLM, or llama.cpp's llama-server)."""
 
     name: str
     port: int = field(default_factory=free_port)
     max_model_len: int = 256
     api_key: str = "test-key"
-    model: str = ""
-    cpus: set[int] | None = None
     quant: str = "none"
     running: Process = field(default_factory=Process)
 
@@ -247,40 +245,58 @@ class VllmServer:
         return self.root + "/v1"
 
     @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.running.process
+
+    def serve(self, log_path: Path, timeout: float, cpus: set[int] | None, model: str = "", **settings: str) -> None:
+        """Start (or restart) `python -m serving` with the tiny model and these settings; wait for /v1/models."""
+        env = hermetic_environment(
+            MODEL=model or os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
+            SERVED_MODEL_NAME="ernie-tiny",
+            VLLM_HOST="127.0.0.1",
+            VLLM_PORT=str(self.port),
+            MAX_MODEL_LEN=str(self.max_model_len),
+            QUANT=self.quant,
+            API_KEY=self.api_key,
+            **settings,
+        )
+        restart = self.running.starts > 0  # a restart appends to the log
+        self.running.begin([sys.executable, "-m", "serving"], env, log_path, restart, cpus)
+        self.running.wait_ready(self.base_url + "/models", timeout, {"Authorization": f"Bearer {self.api_key}"})
+
+    def stop(self) -> None:
+        self.running.end()
+
+
+@dataclass
+class VllmServer(ServedModel):
+    """A vLLM process serving the tiny ERNIE-4.5 model, started with `python -m serving`."""
+
+    model: str = ""
+    cpus: set[int] | None = None
+
+    @property
     def log_path(self) -> Path:
         return LOGS / f"vllm-{self.name}.log"
 
     def start(self, timeout: float = 240) -> None:
         """Start (or restart) the server and wait until /v1/models answers."""
-        env = hermetic_environment(
-            MODEL=self.model or os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
-            SERVED_MODEL_NAME="ernie-tiny",
-            VLLM_HOST="127.0.0.1",
-            VLLM_PORT=str(self.port),
-            MAX_MODEL_LEN=str(self.max_model_len),
+        self.serve(
+            self.log_path,
+            timeout,
+            self.cpus,
+            self.model,
             MAX_NUM_SEQS="64",
             PROFILE="dev",
-            QUANT=self.quant,
-            API_KEY=self.api_key,
             VLLM_LOGGING_CONFIG_PATH=str(HERE / "vllm_logging.json"),
             VLLM_EXTRA_ARGS="--enable-log-requests --max-log-len 100000",
             # vLLM's OpenMP threads spin: one core for it, the other for the app, the browser and pytest.
             VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(self.cpus))) if self.cpus else "0",
         )
-        restart = self.running.starts > 0  # a restart appends to the log
-        self.running.begin([sys.executable, "-m", "serving"], env, self.log_path, restart, self.cpus)
-        self.running.wait_ready(self.base_url + "/models", timeout, {"Authorization": f"Bearer {self.api_key}"})
-
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        return self.running.process
 
     def kill(self) -> None:
         """Kill the server at once, as a crash would."""
         self.running.end(signal.SIGKILL)
-
-    def stop(self) -> None:
-        self.running.end()
 
     def metric(self, name: str, label: str = "") -> float:
         """One Prometheus gauge or counter of vLLM, summed over the series whose labels contain label."""
@@ -336,11 +352,24 @@ class VllmServer:
         return requests
 
 
+class ModelServer(Protocol):
+    """What the app needs of a model server: vLLM or llama.cpp's llama-server."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def api_key(self) -> str: ...
+
+
 @dataclass
 class ChatApp:
-    """The Chainlit app, started as `chainlit run app/main.py` against a vLLM server."""
+    """The Chainlit app, started as `chainlit run app/main.py` against a model server (vLLM or llama.cpp)."""
 
-    vllm: VllmServer
+    vllm: ModelServer
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
     cpus: set[int] | None = None
