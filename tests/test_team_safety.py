@@ -18,7 +18,7 @@ from tests.support.servers import ROOT, ChatApp, VllmServer, free_port, hermetic
 from tests.test_history import answer_of, run_users, started_chat, stored_rows
 
 pytestmark = [pytest.mark.app, pytest.mark.vllm]
-USERS = ("alice", "bob")
+USERS = ("alice", "bob", "kit")  # kit's password is changed by a test
 
 
 @pytest.fixture(scope="module")
@@ -205,14 +205,13 @@ async def test_logout_ends_the_session_for_its_cookie_and_its_socket(team_app):
 
 
 async def test_a_new_password_ends_the_old_logins_and_closes_their_connections(team_app):
-    bob = await started_chat(team_app, credentials=("bob", "bob-password"))
-    assert run_users(team_app, "add", "bob", password="bob-new-password").returncode == 0
-    assert (await bob.rest("GET", "/user"))[0] == 401
-    await bob.wait_for(lambda: not bob.sio.connected, 15)  # the sweep closes it
-    renewed = ChatClient(team_app.url, credentials=("bob", "bob-new-password"))
-    await renewed.log_in()
+    kit = await started_chat(team_app, credentials=("kit", "kit-password"))  # a login of this very second
+    assert run_users(team_app, "add", "kit", password="kit-new-password").returncode == 0
+    assert (await kit.rest("GET", "/user"))[0] == 401
+    await kit.wait_for(lambda: not kit.sio.connected, 15)  # the sweep closes it
+    renewed = ChatClient(team_app.url, credentials=("kit", "kit-new-password"))
+    await renewed.log_in()  # straight after the change
     assert (await renewed.rest("GET", "/user"))[0] == 200
-    assert run_users(team_app, "add", "bob", password="bob-password").returncode == 0  # as the module expects
 
 
 async def test_a_token_cannot_renew_itself_and_lasts_login_hours(team_app):

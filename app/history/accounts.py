@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import math
 import os
 import secrets
 import time
@@ -93,21 +94,24 @@ def list_users(engine: Engine) -> list[str]:
 def set_password(engine: Engine, name: str, password: str) -> bool:
     """Add the user, or give an existing one a new password; True if the user is new."""
     hashed = hasher.hash(password)
+    # A new password ends every login made before it. Login tokens carry whole seconds, so the logins of
+    # this second end too, and this returns only once the next second has begun: a login after it is kept.
+    sessions_from = math.floor(time.time()) + 1
     with engine.begin() as connection:
-        # A new password ends every session logged in with the old one.
-        changed = {"password_hash": hashed, "sessions_from": int(time.time())}  # tokens carry whole seconds
+        changed = {"password_hash": hashed, "sessions_from": sessions_from}
         found = connection.execute(sa.update(users).where(users.c.identifier == name).values(**changed))
-        if found.rowcount:
-            return False
-        row = {
-            "id": str(uuid.uuid4()),
-            "identifier": name,
-            "metadata": {},
-            "password_hash": hashed,
-            "created_at": timestamp(),
-        }
-        connection.execute(sa.insert(users).values(**row))
-        return True
+        if not found.rowcount:
+            row = {
+                "id": str(uuid.uuid4()),
+                "identifier": name,
+                "metadata": {},
+                "password_hash": hashed,
+                "created_at": timestamp(),
+            }
+            connection.execute(sa.insert(users).values(**row))
+            return True
+    time.sleep(max(0.0, sessions_from - time.time()))
+    return False
 
 
 def remove_user(engine: Engine, name: str) -> bool:
