@@ -45,11 +45,6 @@ def session_language() -> str:
     return language_of(settings.language or seam.browser_language())
 
 
-def current() -> ChatSession | None:
-    """This session's state (None before on_chat_start, e.g. for a client that skipped it)."""
-    return lifecycle.current()
-
-
 @cl.on_app_startup
 async def on_app_startup() -> None:
     """Close connections of ended logins from now on; leave what start-up built out of garbage collection."""
@@ -86,7 +81,7 @@ async def on_chat_resume(thread: ThreadDict) -> None:
 @seam.instead_of_chainlit("chat_settings_change")
 async def on_settings_change(changes: Any) -> dict[str, list[str]]:
     """Validate and apply settings; rejected ones keep their last good value (Chainlit's handler would fail)."""
-    chat = current()
+    chat = lifecycle.current()
     if chat is None:  # before on_chat_start ran: there is nothing to apply them to yet
         return {"rejected": ["the chat has not started yet"]}
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
@@ -101,14 +96,14 @@ async def on_settings_change(changes: Any) -> dict[str, list[str]]:
 @cl.on_message
 async def on_message(message: cl.Message) -> None:
     """Answer a message typed (or edited) in the composer."""
-    if (chat := current()) is not None:
+    if (chat := lifecycle.current()) is not None:
         await pipeline.take_turn(chat, message.content, message.id)
 
 
 @cl.action_callback("starter")
 async def on_starter(action: cl.Action) -> None:
     """An example prompt under the greeting: send it as the user's message."""
-    chat = current()
+    chat = lifecycle.current()
     if chat is None or await pipeline.refused_while_busy(chat):
         return
     prompt = str(action.payload.get("prompt", ""))
@@ -121,7 +116,7 @@ async def on_starter(action: cl.Action) -> None:
 @cl.action_callback("regenerate")
 async def on_regenerate(_action: cl.Action) -> None:
     """Answer the last user message again, replacing the last answer."""
-    chat = current()
+    chat = lifecycle.current()
     if chat is None or await pipeline.refused_while_busy(chat) or not chat.conversation.turns:
         return
     last = chat.conversation.turns[-1]
@@ -132,28 +127,28 @@ async def on_regenerate(_action: cl.Action) -> None:
 @cl.action_callback("export_markdown")
 async def on_export_markdown(_action: cl.Action) -> None:
     """This chat as a Markdown file to download."""
-    if (chat := current()) is not None:
+    if (chat := lifecycle.current()) is not None:
         await send_export(chat, history, "Markdown")
 
 
 @cl.action_callback("export_json")
 async def on_export_json(_action: cl.Action) -> None:
     """This chat as a JSON file to download."""
-    if (chat := current()) is not None:
+    if (chat := lifecycle.current()) is not None:
         await send_export(chat, history, "JSON")
 
 
 @cl.on_stop
 async def on_stop() -> None:
     """The stop button: end the answer being streamed (closing its request in vLLM)."""
-    if (chat := current()) is not None:
+    if (chat := lifecycle.current()) is not None:
         lifecycle.stop_answer(chat)
 
 
 @seam.after_chainlit("connection_successful")
 async def on_connection_successful() -> None:
     """The stop button again if an answer kept streaming across a reconnect; a resumed chat's answer controls."""
-    chat = current()
+    chat = lifecycle.current()
     if chat is not None and chat.generating:  # Chainlit's handler just told the page no task runs
         await seam.task_started()
     if chat is not None:  # only now: the page replaces its messages with the thread's after on_chat_resume
@@ -163,12 +158,12 @@ async def on_connection_successful() -> None:
 @seam.after_chainlit("clear_session")
 async def on_new_chat() -> None:
     """The new chat button: stop the old chat's work now (its disconnect may be handled first)."""
-    if (chat := current()) is not None:
+    if (chat := lifecycle.current()) is not None:
         chat.cancel_tasks()
 
 
 @cl.on_chat_end
 async def on_chat_end() -> None:
     """A new chat or a closed tab stops the session's work; with a grace period, a lost connection may come back."""
-    if (chat := current()) is not None:
+    if (chat := lifecycle.current()) is not None:
         lifecycle.depart(chat, settings.reconnect_grace_seconds)

@@ -95,7 +95,7 @@ def set_password(engine: Engine, name: str, password: str) -> bool:
     """Add the user, or give an existing one a new password; True if the user is new."""
     hashed = hasher.hash(password)
     # A new password ends every login made before it. Login tokens carry whole seconds, so the logins of
-    # this second end too, and this returns only once the next second has begun: a login after it is kept.
+    # this second end too (a login in it waits for the next second: app/history/sessions.py).
     sessions_from = math.floor(time.time()) + 1
     with engine.begin() as connection:
         changed = {"password_hash": hashed, "sessions_from": sessions_from}
@@ -110,7 +110,6 @@ def set_password(engine: Engine, name: str, password: str) -> bool:
             }
             connection.execute(sa.insert(users).values(**row))
             return True
-    time.sleep(max(0.0, sessions_from - time.time()))
     return False
 
 

@@ -52,6 +52,12 @@ class Logins:
 
         return await self.writer.read("check recent failed logins", wait)
 
+    async def valid_from(self, name: str) -> float:
+        """When the user's current logins began to count (a new password's next second; 0: always)."""
+        query = sa.select(users.c.sessions_from).where(users.c.identifier == name)
+        valid_from: float | None = await self.writer.read("read when logins count", lambda c: c.execute(query).scalar())
+        return valid_from or 0.0
+
     async def failed(self, name: str, address: str) -> None:
         """Count a failed login; failures older than the window are let go."""
         now = time.time()

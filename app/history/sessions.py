@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +32,17 @@ from app.history.logins import Logins
 log = logging.getLogger(__name__)
 # What any page may load without a login: no token to check.
 OPEN_PATHS = ("/assets/", "/public/", "/favicon", "/logo", "/avatars/")
+# Chainlit's socket.io endpoint: a request there with an engine.io session id belongs to an open connection.
+SOCKETIO_PATH = "/ws/socket.io/"
 # How often the open connections are checked against sessions ended elsewhere (another replica, make user-...).
 SWEEP_INTERVAL_S = 5.0
+
+
+def unchecked(scope: Scope) -> bool:
+    """What the gate lets through unchecked: open files, and the polls of an open socket.io connection (its
+    handshake was checked; the sweep closes it once its login ends)."""
+    polling = scope["path"].startswith(SOCKETIO_PATH) and b"sid=" in scope.get("query_string", b"")
+    return bool(scope["path"].startswith(OPEN_PATHS) or polling)
 
 
 def claims_of(token: str, secret: str) -> dict[str, Any] | None:
@@ -59,7 +69,7 @@ class SessionGate:
         self.sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and not scope["path"].startswith(OPEN_PATHS):
+        if scope["type"] in ("http", "websocket") and not unchecked(scope):
             user = await self.sessions.ended_session_user(request_token(Headers(scope=scope)))
             if user is not None:
                 log.info("Refused a request of %s: that login was ended (logout or new password)", user)
@@ -146,6 +156,8 @@ async def throttled_login(logins: Logins, params: dict[str, Any], endpoint: seam
             detail=f"Too many failed logins: try again in {wait} s",
             headers={"Retry-After": str(wait)},
         )
+    # A login in the second of a password change would carry that second and end with it: it waits.
+    await asyncio.sleep(max(0.0, await logins.valid_from(name) - time.time()))
     try:
         return await endpoint(**params)
     except HTTPException as refusal:

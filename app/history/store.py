@@ -219,6 +219,10 @@ class ChatStore(BaseDataLayer):
 
     @held_until_first_message
     async def create_step(self, step_dict: StepDict) -> None:
+        await self._save_step(step_dict)
+
+    async def _save_step(self, step_dict: StepDict) -> None:
+        """A message written or rewritten, for the tab it is made for."""
         if shown(step_dict):
             actor = self.actor()
             await self.writer.write_in_background(
@@ -227,7 +231,7 @@ class ChatStore(BaseDataLayer):
 
     @held_until_first_message
     async def update_step(self, step_dict: StepDict) -> None:
-        await self.create_step(step_dict)
+        await self._save_step(step_dict)
 
     @held_until_first_message
     async def delete_step(self, step_id: str) -> None:
