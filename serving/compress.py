@@ -1,7 +1,7 @@
 """Build a compressed-tensors checkpoint with llm-compressor, and measure what quantizing cost.
 
 Run by serving/quantize.py with the quantization environment's Python (llm-compressor pins other
-versions than vLLM): `python serving/compress.py --source DIR --out DIR --scheme W8A8|W8A8-asym|W4A16`.
+versions than vLLM): `python serving/compress.py --source DIR --out DIR --scheme W8A8|W8A8-asym|W4A16|W4A16-head8`.
 No calibration data: these schemes quantize weights by round-to-nearest and activations at run time.
 
 The quality guard: next-token distributions of the model before and after quantizing, at every
@@ -59,6 +59,13 @@ def recipe(scheme: str) -> Any:
         return QuantizationModifier(config_groups=groups)
     if scheme == "W8A8":
         return QuantizationModifier(targets=targets, scheme=scheme)
+    if scheme == "W4A16-head8":
+        from compressed_tensors.quantization import preset_name_to_scheme
+
+        # The decoder's Linear layers by name, so the head (a Linear too) is in the int8 group only.
+        layers = preset_name_to_scheme("W4A16", [r"re:.*layers\.\d+\..*_proj$"])
+        head = preset_name_to_scheme("W8A8", ["lm_head"])
+        return QuantizationModifier(config_groups={"layers": layers, "head": head})
     return QuantizationModifier(targets="Linear", scheme=scheme, ignore=["lm_head"])
 
 
@@ -98,7 +105,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--scheme", choices=["W8A8", "W8A8-asym", "W4A16"], required=True)
+    parser.add_argument("--scheme", choices=["W8A8", "W8A8-asym", "W4A16", "W4A16-head8"], required=True)
     args = parser.parse_args()
 
     import torch
@@ -114,7 +121,7 @@ def main() -> int:
     print(f"    reference distributions on {len(PROMPTS)} prompts", flush=True)
     reference = next_token_log_probs(model, batches)
     print(f"    quantizing ({args.scheme}, no calibration data)", flush=True)
-    if args.scheme.startswith("W8A8"):
+    if args.scheme.startswith("W8A8") or args.scheme.endswith("head8"):
         untie_head(model)
     oneshot(model=model, recipe=recipe(args.scheme))
     print("    quantized distributions", flush=True)

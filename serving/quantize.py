@@ -49,6 +49,7 @@ class Scheme(enum.StrEnum):
     W8A8 = "W8A8"  # int8 weights per channel (lm_head too), int8 activations per token, symmetric
     W8A8_ASYM = "W8A8-asym"  # the same with asymmetric activations: vLLM-CPU then takes oneDNN, never AMX
     W4A16 = "W4A16"  # 4-bit weights in groups of 128 (lm_head stays as it is), activations as served
+    W4A16_HEAD8 = "W4A16-head8"  # the same with an int8 W8A8 lm_head (make bench-serve's int4-head8 row)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ LAYERS = {
     "app.preferences": 1,
     "app.conversation": 1,
     "app.backend": 1,
+    "app.transport": 0,
     "app.session": 1,
     "app.history": 1,  # the package's modules, but for those below
     "app.history.service": 2,

@@ -29,13 +29,16 @@ from serving.advice import save
 from serving.errors import ServeError
 from serving.llama_cpp import build_llama_plan, gguf_of, llama_dir
 from serving.machine import detect, probe_cpu_kernels
-from serving.plan import ModelShape, ServeSettings, build_plan
+from serving.plan import ModelShape, ServePlan, ServeSettings, build_plan
 from serving.priority import lower_priority
-from serving.quantize import Quant, ensure_checkpoint, quality
+from serving.quantize import Quant, Scheme, checkpoint_dir, ensure_checkpoint, quality
 
 ROOT = Path(__file__).resolve().parent.parent
 
 PROMPT_TOKENS = 487
+# llama-server at times closed a kept-alive connection as the next request went out on it ("Server disconnected
+# without sending a response"): that request never reached the model, and is sent again on a new connection.
+RETRIES = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +95,18 @@ def memory_bandwidth_gbs() -> float:
 
 
 # llama.cpp's types matching the vLLM rows: bf16, 8-bit, 4-bit (Q4_K_M keeps its output matrix at 6 bits).
+# Rows on a quantization scheme no QUANT value picks, to weigh it against the one it picks.
+SCHEMES = {"int4-head8": Scheme.W4A16_HEAD8}
+
 LLAMA_TYPES = {"llama-bf16": "BF16", "llama-q8_0": "Q8_0", "llama-q4_k_m": "Q4_K_M"}
+
+
+def with_scheme(plan: ServePlan, model: str, scheme: Scheme) -> ServePlan:
+    """The plan serving another scheme's checkpoint of the model instead of its own."""
+    assert plan.checkpoint is not None, "only a quantized plan has a checkpoint to swap"
+    folder, other = str(checkpoint_dir(model, plan.checkpoint)), str(checkpoint_dir(model, scheme))
+    argv = [other if arg == folder else arg for arg in plan.argv]
+    return dataclasses.replace(plan, argv=argv, checkpoint=scheme)
 
 
 def weight_bytes(folder: Path) -> int:
@@ -171,7 +185,7 @@ async def stream_once(
 
 
 async def measure(base_url: str, model: str, tokens: int) -> dict[str, float]:
-    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
+    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=RETRIES, timeout=600)
     await stream_once(client, model, "warm-up", 8)
     singles = [
         await stream_once(client, model, await prompt_of(client, model, f"single {i}", PROMPT_TOKENS), tokens)
@@ -198,7 +212,7 @@ async def aggregate_tps(
 
 async def measure_sampling(base_url: str, model: str, tokens: int, rounds: int) -> dict[str, Any]:
     """Each sampling's 1-stream and 8-stream tok/s, interleaved over rounds (medians), on one server."""
-    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=600)
+    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=RETRIES, timeout=600)
     await stream_once(client, model, "warm-up", 8)
     sized = await prompt_of(client, model, "TAG", PROMPT_TOKENS)
     single: dict[str, list[float]] = {s.label: [] for s in SAMPLINGS}
@@ -290,7 +304,9 @@ def main() -> int:
         help="comma-separated (default: chosen, int8, int4, defaults and the llama.cpp rows once built): "
         "chosen, defaults, int8 and int4 (QUANT), llama-bf16, llama-q8_0, llama-q4_k_m, dev (eager), fp32, bf16, "
         "no-preload, one-thread, vllm-threads (vLLM's own binding), batched-256/1024/8192 (max-num-batched-tokens), "
-        "nice-0 (vLLM at the client's CPU priority)",
+        "nice-0 (vLLM at the client's CPU priority); on int8: int8-inproc (worker in the engine process), "
+        "int8-async, int8-interval (--stream-interval 8), int8-no-stats, int8-split (OpenMP on one core), "
+        "int8-nice-0, int8-cpp-wrapper (inductor's C++ wrapper); int4-head8 (4-bit layers, int8 head)",
     )
     parser.add_argument("--sampling", action="store_true", help="the cost of each sampling parameter, on `chosen`")
     parser.add_argument("--rounds", type=int, default=2, help="--sampling: interleaved rounds (medians)")
@@ -320,9 +336,12 @@ def main() -> int:
         "--max-model-len",
         "2048",
     ]
+    int8 = base.model_copy(update={"quant": Quant.INT8})
+    # The worker in the engine-core process (vLLM-CPU allows it only with the engine's multiprocessing off).
+    inproc: dict[str, str | None] = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     variants: dict[str, tuple[ServeSettings, dict[str, str | None]]] = {
         "chosen": (base, {}),
-        "int8": (base.model_copy(update={"quant": Quant.INT8}), {}),
+        "int8": (int8, {}),
         "int4": (base.model_copy(update={"quant": Quant.INT4}), {}),
         "dev": (base.model_copy(update={"profile": "dev"}), {}),
         "nice-0": (base.model_copy(update={"vllm_nice": 0}), {}),
@@ -332,6 +351,17 @@ def main() -> int:
         "one-thread": (base, {"VLLM_CPU_OMP_THREADS_BIND": "0"}),
         "vllm-threads": (base, {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": None}),
         **{f"batched-{n}": (base.model_copy(update={"max_num_batched_tokens": n}), {}) for n in (256, 1024, 8192)},
+        # vLLM's own levers, on the int8 plan (the fastest vLLM row on one stream so far).
+        "int8-inproc": (int8.model_copy(update={"vllm_extra_args": "--distributed-executor-backend uni"}), inproc),
+        "int8-async": (int8.model_copy(update={"vllm_extra_args": "--async-scheduling"}), {}),
+        "int8-interval": (int8.model_copy(update={"vllm_extra_args": "--stream-interval 8"}), {}),
+        "int8-no-stats": (int8.model_copy(update={"vllm_extra_args": "--disable-log-stats"}), {}),
+        # One OpenMP thread on the second core: the API server and the scheduler get the first to themselves.
+        "int8-split": (int8, {"VLLM_CPU_OMP_THREADS_BIND": "1"}),
+        "int8-nice-0": (int8.model_copy(update={"vllm_nice": 0}), {}),
+        # Inductor's C++ wrapper around the compiled graph instead of its Python one (compiled afresh).
+        "int8-cpp-wrapper": (int8, {"TORCHINDUCTOR_CPP_WRAPPER": "1", "VLLM_DISABLE_COMPILE_CACHE": "1"}),
+        "int4-head8": (base.model_copy(update={"quant": Quant.INT4}), {}),
     }
 
     def figures_of(base_url: str) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -366,6 +396,8 @@ def main() -> int:
             else:
                 settings, override = variants[name]
                 plan = build_plan(settings, machine, shape, args.model, server_venv)
+                if name in SCHEMES:  # a checkpoint QUANT does not build: the same command on another scheme's folder
+                    plan = with_scheme(plan, args.model, SCHEMES[name])
                 if "float32" in plan.argv and plan.checkpoint is None:  # a CPU without bf16 upcasts the weights
                     extra["weights"] *= 2
                 if plan.checkpoint is not None:
@@ -389,7 +421,7 @@ def main() -> int:
                     )
                 )
         except (RuntimeError, OSError, ServeError, OpenAIError, subprocess.CalledProcessError) as error:  # a row
-            print(f"{name} failed: {error}", file=sys.stderr, flush=True)
+            print(f"{name} failed: {error} ({error.__cause__!r})", file=sys.stderr, flush=True)
             failures.append(f"{name}: {error}")
             continue
         print(f"{name} done: {rows[-1]}", file=sys.stderr, flush=True)
