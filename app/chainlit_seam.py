@@ -6,7 +6,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   events that hide the stop button), `connection_successful` (Chainlit's tells the page no task runs, though
   an answer may have kept streaming across a reconnect; a resumed chat's stats lines and regenerate button
   can only be drawn after it), `clear_session` (New chat must stop the old chat's work at once), `connect`
-  (a removed user's login cookie must open no chat).
+  (a removed user's login cookie must open no chat), `edit_message` (Chainlit's overwrites the question and
+  deletes what followed it from the history; an edit is a new version beside the old question).
 - `chainlit.server.sio.eio.cors_allowed_origins`: Chainlit sets [], which turns python-socketio's Origin
   check off.
 - `chainlit.server.sio.manager.is_connected`: whether a session's socket came back within the grace period.
@@ -25,11 +26,13 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   (the live ones): a tab's session; sessions whose login ended are disconnected.
 - `chainlit.auth.cookie.get_token_from_cookies`: the login token, which Chainlit may split over cookies;
   the app checks it against logouts and password changes before Chainlit sees the request.
-- `chainlit.chat_context.chat_context`: the messages the page shows (regenerate removes the shown answer).
+- `chainlit.chat_context.chat_context`: the messages the page shows, in order (a regeneration, an edit or a
+  choice of version takes the rest of the branch off the page, and puts another one back).
 - `chainlit.data.utils.queue_until_user_message`: the data layer holds writes until the first message, as
   Chainlit's own data layers do.
-- the emitter's `send_step`, `update_step`, `task_start` and `task_end`: messages that are shown but not
-  stored (greeting, notices, exports), and the stop button for a turn an action started.
+- the emitter's `send_step`, `update_step`, `delete_step`, `task_start` and `task_end`: messages that are shown
+  but not stored (greeting, notices, exports, a branch put back on the page) or taken off the page but kept in
+  the history (another version shown), and the stop button for a turn an action started.
 - `chainlit.config.config.ui.name`: the assistant's name in the Markdown export;
   `config.project.user_session_timeout`: a login's lifetime, from LOGIN_HOURS instead of config.toml.
 """
@@ -57,7 +60,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
 # Chainlit's socket.io handlers the app replaces or wraps.
-SOCKET_EVENTS = ("connect", "connection_successful", "clear_session", "chat_settings_change")
+SOCKET_EVENTS = ("connect", "connection_successful", "clear_session", "chat_settings_change", "edit_message")
 # Chainlit's routes the app guards (its own are matched after ours).
 ROUTES = (
     ("/feedback", "PUT"),
@@ -241,9 +244,21 @@ def keep_chat_settings(values: dict[str, Any]) -> None:
     cl.context.session.chat_settings = values
 
 
-def shown_messages() -> Iterable[cl.Message]:
-    """The messages this session's page shows."""
-    return cast(Iterable[cl.Message], chat_context.get())
+def shown_messages() -> list[cl.Message]:
+    """The messages this session's page shows, oldest first."""
+    return list(cast(Iterable[cl.Message], chat_context.get()))
+
+
+async def hide(message: cl.Message) -> None:
+    """Take a message off the page; the history keeps it (Message.remove would delete it there too)."""
+    chat_context.remove(message)
+    await cl.context.emitter.delete_step(message.to_dict())
+
+
+async def show_again(step: StepDict) -> None:
+    """Put a stored message back on the page, at its end, without storing it again."""
+    chat_context.add(cl.Message.from_dict(step))
+    await cl.context.emitter.send_step({**step, "parentId": None})  # a parent not on the page would hide it
 
 
 async def send_unstored(step: StepDict, *, redraw: bool = False) -> None:

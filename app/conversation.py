@@ -46,7 +46,7 @@ class Plan:
 
 @dataclass
 class Conversation:
-    """The turns of one chat, oldest first."""
+    """The turns of one branch of a chat, oldest first."""
 
     turns: list[Turn] = field(default_factory=list)
 
@@ -60,17 +60,6 @@ class Conversation:
             messages.append({"role": "assistant", "content": turn.assistant})
         messages.append({"role": "user", "content": user_text})
         return messages
-
-    def add(self, turn: Turn) -> None:
-        """Append a finished (or stopped, or failed) turn."""
-        self.turns.append(turn)
-
-    def truncate_at(self, message_id: str) -> None:
-        """Forget the turn started by message_id and every later one (the message was edited)."""
-        for index, turn in enumerate(self.turns):
-            if message_id and turn.message_id == message_id:
-                del self.turns[index:]
-                return
 
 
 async def plan_request(

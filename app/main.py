@@ -14,15 +14,16 @@ from app import guards, lifecycle, metrics, origins, readiness
 from app.backend import Backend
 from app.config import get_settings
 from app.history.service import fair_shares, start
-from app.history.transcript import resumed_chat
+from app.history.transcript import placed, resumed_chat
 from app.i18n import language_of, text
 from app.pipeline import Pipeline
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
-from app.ui.answer_controls import redraw_resumed, remove_regenerated
+from app.ui.answer_controls import SHOW_VERSION
 from app.ui.exports import send_export
 from app.ui.greeting import greet
 from app.ui.settings_panel import settings_panel
+from app.ui.versions import draw_controls, switch_version
 from app.web.protection import protect
 
 settings = get_settings()
@@ -34,7 +35,7 @@ readiness.install(backend, history.store)
 protect(settings)
 origins.lock(settings.origins, settings.hosts)
 shares = fair_shares(settings, history)
-pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, exports=history.store is not None, shares=shares)
+pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares)
 metrics.serve("127.0.0.1", settings.metrics_port)
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
@@ -71,8 +72,9 @@ async def on_chat_start() -> None:
 
 @cl.on_chat_resume
 async def on_chat_resume(thread: ThreadDict) -> None:
-    """A past chat opened from the sidebar: what the model sees next, and that chat's own settings."""
-    chat = resumed_chat(thread, Preferences.defaults(settings), settings.max_tokens_limit, session_language())
+    """A past chat opened from the sidebar: its versions, what the model sees next, that chat's own settings."""
+    steps = await history.every_version(thread)
+    chat = resumed_chat(thread, steps, Preferences.defaults(settings), settings.max_tokens_limit, session_language())
     chat.user = seam.tab_user()
     lifecycle.arrive(chat)
     await settings_panel(chat, settings.max_tokens_limit).send()
@@ -95,9 +97,21 @@ async def on_settings_change(changes: Any) -> dict[str, list[str]]:
 
 @cl.on_message
 async def on_message(message: cl.Message) -> None:
-    """Answer a message typed (or edited) in the composer."""
+    """Answer a message typed in the composer, at the end of the branch shown."""
     if (chat := lifecycle.current()) is not None:
-        await pipeline.take_turn(chat, message.content, message.id)
+        await pipeline.ask(chat, message, chat.branches.leaf())
+
+
+@seam.instead_of_chainlit("edit_message")
+async def on_edit(payload: Any) -> None:
+    """An edited question (the pencil): a new version of it, answered; the old one keeps what followed it."""
+    message = payload.get("message") if isinstance(payload, dict) else None
+    chat = lifecycle.current()
+    if chat is None or not isinstance(message, dict) or not isinstance(message.get("output"), str):
+        return
+    question_id, text = str(message.get("id")), message["output"]
+    if not await pipeline.refused_while_busy(chat):
+        pipeline.in_background(chat, lambda: pipeline.edit(chat, question_id, text))
 
 
 @cl.action_callback("starter")
@@ -106,22 +120,28 @@ async def on_starter(action: cl.Action) -> None:
     chat = lifecycle.current()
     if chat is None or await pipeline.refused_while_busy(chat):
         return
-    prompt = str(action.payload.get("prompt", ""))
-    if prompt.strip() and not chat.conversation.turns:  # the chat's first message: Chainlit names it "starter"
+    prompt, parent = str(action.payload.get("prompt", "")), chat.branches.leaf()
+    if prompt.strip() and not chat.branches.steps:  # the chat's first message: Chainlit names it "starter"
         history.name_chat(prompt)
-    message = await cl.Message(content=prompt, author="User", type="user_message").send()
-    pipeline.take_turn_in_background(chat, prompt, message.id)
+    message = cl.Message(content=prompt, author="User", type="user_message", metadata=placed(parent))
+    await message.send()
+    pipeline.in_background(chat, lambda: pipeline.ask(chat, message, parent))
 
 
 @cl.action_callback("regenerate")
 async def on_regenerate(_action: cl.Action) -> None:
-    """Answer the last user message again, replacing the last answer."""
+    """Answer the newest question shown again: a new version of its answer."""
     chat = lifecycle.current()
-    if chat is None or await pipeline.refused_while_busy(chat) or not chat.conversation.turns:
-        return
-    last = chat.conversation.turns[-1]
-    await remove_regenerated(chat)
-    pipeline.take_turn_in_background(chat, last.user, last.message_id)
+    if chat is not None and not await pipeline.refused_while_busy(chat):
+        pipeline.in_background(chat, lambda: pipeline.regenerate(chat))
+
+
+@cl.action_callback(SHOW_VERSION)
+async def on_show_version(action: cl.Action) -> None:
+    """The previous or next version button by a message: show that version of it, with what followed it."""
+    chat = lifecycle.current()
+    if chat is not None and not await pipeline.refused_while_busy(chat):
+        await switch_version(chat, str(action.payload.get("id")), history)
 
 
 @cl.action_callback("export_markdown")
@@ -151,8 +171,9 @@ async def on_connection_successful() -> None:
     chat = lifecycle.current()
     if chat is not None and chat.generating:  # Chainlit's handler just told the page no task runs
         await seam.task_started()
-    if chat is not None:  # only now: the page replaces its messages with the thread's after on_chat_resume
-        await redraw_resumed(chat, exports=history.store is not None)
+    if chat is not None and chat.resumed:  # only now: the page replaces its messages with the thread's
+        chat.resumed = False
+        await draw_controls(chat, chat.branches.path(), exports=history.store is not None)
 
 
 @seam.after_chainlit("clear_session")

@@ -1,10 +1,11 @@
-"""One turn of a chat: fit the conversation into the window, stream the reply from vLLM, record the turn."""
+"""One turn of a chat: place the question, fit its branch into the window, stream the reply, record the turn."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import chainlit as cl
@@ -12,15 +13,18 @@ import chainlit as cl
 from app import chainlit_seam as seam
 from app import metrics
 from app.backend import Backend, Sampling
+from app.branches import Step, is_question
 from app.coalesce import Coalescer
-from app.conversation import Ending, Turn, plan_request
+from app.conversation import Ending, plan_request
 from app.errors import ChatError, Problem
-from app.history.transcript import NOT_SENT, Answer
+from app.history.service import History
+from app.history.transcript import FOLLOWS, NOT_SENT, Answer, conversation_before, placed
 from app.session import ChatSession
 from app.shares import Shares
 from app.stats import AnswerStats
-from app.ui.answer_controls import offer_regenerate, show_stats
+from app.ui.answer_controls import offer_regenerate, show_stats, version_buttons
 from app.ui.notices import say_error
+from app.ui.versions import cut
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,13 @@ class Pipeline:
     backend: Backend
     # How often streamed text is sent to the page (tokens in between are sent together).
     stream_interval_s: float
-    # Whether answers carry the export buttons (the history is on).
-    exports: bool
+    history: History
     shares: Shares
+
+    @property
+    def exports(self) -> bool:
+        """Whether answers carry the export buttons (the history is on)."""
+        return self.history.store is not None
 
     async def refused_while_busy(self, chat: ChatSession) -> bool:
         """Tell the user an answer is still streaming; True if so."""
@@ -45,43 +53,90 @@ class Pipeline:
         metrics.REFUSALS.labels(refusal.problem.value).inc()
         await say_error(chat, refusal)
 
-    async def take_turn(self, chat: ChatSession, user_text: str, message_id: str) -> None:
-        """Answer one user message; one answer at a time per session, the user's fair share across sessions."""
-        if await self.refused_while_busy(chat):
-            return
-        if (refusal := await self.shares.refusal(chat.user)) is not None:
+    async def refusal(self, chat: ChatSession, text: str | None = None) -> ChatError | None:
+        """Why no answer (to this new text, if any) may be written now (None: it may; the user's share counts it)."""
+        if chat.generating:
+            return ChatError(Problem.BUSY)
+        if text is not None and not text.strip():
+            return ChatError(Problem.EMPTY_MESSAGE)
+        return await self.shares.refusal(chat.user)
+
+    async def ask(self, chat: ChatSession, question: cl.Message, parent: str) -> None:
+        """Answer a question the user sent, which follows `parent`; a refused one stays outside the conversation."""
+        refusal = await self.refusal(chat, question.content)
+        where = None if refusal is not None else parent
+        if (question.metadata or {}).get(FOLLOWS, ...) != where:  # a typed message: Chainlit stored it without
+            question.metadata = {**(question.metadata or {}), **placed(where)}
+            await question.update()
+        if refusal is not None:
             await self.refuse(chat, refusal)
             return
-        chat.conversation.truncate_at(message_id)  # an edited or regenerated turn replaces what followed
-        chat.generation = asyncio.current_task()
-        try:
-            with self.shares.answering(chat.user):
-                await self.answer(chat, user_text, message_id)
-        finally:
-            chat.generation = None
+        await self.settle(chat, question.to_dict(), parent)
+        await self.turn(chat, question.id)
 
-    def take_turn_in_background(self, chat: ChatSession, user_text: str, message_id: str) -> None:
-        """Run a turn as Chainlit's current task (so the stop button shows), outside the action's request."""
+    async def edit(self, chat: ChatSession, question_id: str, text: str) -> None:
+        """An edited question: a new version beside the old one, answered; the old one keeps what followed it."""
+        old = chat.branches.steps.get(question_id)
+        if old is None or not is_question(old) or question_id not in chat.branches.path():
+            return  # not a question on this chat's page
+        if (refusal := await self.refusal(chat, text)) is not None:
+            await self.refuse(chat, refusal)
+            return
+        parent = chat.branches.parents[question_id]
+        await cut(chat, question_id, including=True)  # the page took off what followed; the old question goes too
+        question = cl.Message(content=text, author=str(old.get("name") or "User"), type="user_message")
+        question.metadata = placed(parent)
+        await question.send()
+        await self.settle(chat, question.to_dict(), parent)
+        await version_buttons(chat, question.id)
+        await self.turn(chat, question.id)
+
+    async def regenerate(self, chat: ChatSession) -> None:
+        """Answer the newest question shown again: a new version beside its answer, which keeps what followed it."""
+        question_id = chat.branches.last_question()
+        if question_id is None:
+            return
+        if (refusal := await self.refusal(chat)) is not None:
+            await self.refuse(chat, refusal)
+            return
+        await cut(chat, question_id, including=False)
+        await self.turn(chat, question_id)
+
+    def in_background(self, chat: ChatSession, work: Callable[[], Awaitable[None]]) -> None:
+        """Run a turn as Chainlit's current task (so the stop button shows), outside the request that began it."""
 
         async def run() -> None:
             await seam.task_started()
             try:
-                await self.take_turn(chat, user_text, message_id)
+                await work()
             finally:
                 await seam.task_ended()
 
         seam.run_as_current_task(asyncio.create_task(run()))
 
-    async def answer(self, chat: ChatSession, user_text: str, message_id: str) -> None:
-        """Fit the conversation into the window, stream the reply, and record the turn."""
-        if not user_text.strip():
-            await say_error(chat, ChatError(Problem.EMPTY_MESSAGE))
-            return
+    async def turn(self, chat: ChatSession, question_id: str) -> None:
+        """Answer a question of the tree, counted as the session's one answer and the user's."""
+        chat.generation = asyncio.current_task()
+        try:
+            with self.shares.answering(chat.user):
+                await self.answer(chat, question_id)
+        finally:
+            chat.generation = None
+
+    async def settle(self, chat: ChatSession, step: Step, parent: str) -> None:
+        """A new message in the tree, shown; the choice kept if it changed (an older version was shown there)."""
+        chat.branches.add(step, parent)
+        if chat.branches.select(str(step["id"])):
+            await self.history.save_shown(chat.branches.shown)
+
+    async def answer(self, chat: ChatSession, question_id: str) -> None:
+        """Fit the branch up to the question into the window, stream the reply, and record it as a new version."""
         prefs = chat.preferences
+        user_text = str(chat.branches.steps[question_id].get("output") or "")
         try:
             model = await self.backend.model()
             plan = await plan_request(
-                chat.conversation,
+                conversation_before(chat.branches, question_id),
                 system_prompt=prefs.system_prompt,
                 user_text=user_text,
                 max_tokens=prefs.max_tokens,
@@ -92,9 +147,10 @@ class Pipeline:
         except ChatError as error:
             sent = error.problem is not Problem.MESSAGE_TOO_LONG
             metrics.ANSWERS.labels(Ending.FAILED.value if sent else NOT_SENT).inc()
-            if sent:
-                chat.conversation.add(Turn(user_text, "", Ending.FAILED, message_id))
-            await say_error(chat, error, Answer(message_id, Ending.FAILED if sent else NOT_SENT))
+            shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
+            await self.settle(chat, shown.to_dict(), question_id)
+            await version_buttons(chat, shown.id)
+            await offer_regenerate(chat)
             return
 
         sampling = Sampling(
@@ -123,7 +179,6 @@ class Pipeline:
         await batcher.flush()
         finished = time.perf_counter()
 
-        chat.conversation.add(Turn(user_text, reply.content, ending, message_id))
         self.shares.used(chat.user, prompt_tokens, tokens)
         stats = AnswerStats(
             ttft_s=first_token_at - started if got_token else None,
@@ -133,15 +188,20 @@ class Pipeline:
             window=model.max_model_len,
             stopped=ending is Ending.STOPPED,
         )
-        record = Answer(message_id, ending, model.name, dataclasses.asdict(stats))
+        record = Answer(question_id, ending, model.name, dataclasses.asdict(stats))
         measure(stats, ending)
         if reply.content or failure is None:
             reply.metadata = record.as_metadata()
             await reply.send()
+            await self.settle(chat, reply.to_dict(), question_id)
             await show_stats(chat, reply.id, stats, exports=self.exports)
-            await offer_regenerate(chat, reply.id)
+            await version_buttons(chat, reply.id)
         if failure is not None:
-            await say_error(chat, failure, None if reply.content else record)
+            shown = await say_error(chat, failure, None if reply.content else record)
+            if not reply.content:
+                await self.settle(chat, shown.to_dict(), question_id)
+                await version_buttons(chat, shown.id)
+        await offer_regenerate(chat)
 
 
 def measure(stats: AnswerStats, ending: Ending) -> None:

@@ -1,4 +1,4 @@
-"""One chat session's state: preferences, conversation, language and running tasks."""
+"""One chat session's state: preferences, its messages and their versions, language and running tasks."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from app.conversation import Conversation
+from app.branches import Branches
 from app.preferences import Preferences
-from app.stats import AnswerStats
 
 if TYPE_CHECKING:
     import chainlit as cl
@@ -22,15 +21,13 @@ class ChatSession:
     lang: str
     # The logged-in user (None without login): fair shares and usage are theirs.
     user: str | None = None
-    conversation: Conversation = field(default_factory=Conversation)
+    branches: Branches = field(default_factory=Branches)
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
     # The regenerate button, on the newest answer (its forId).
     regenerate: cl.Action | None = None
-    # Set by a resume: the answer to give that button, and each answer's stats line, once the page
-    # shows the past messages.
-    resumed_answer: str | None = None
-    resumed_stats: dict[str, AnswerStats] = field(default_factory=dict)
+    # Set by a resume: the answers' lines and the versions' controls are drawn once the page shows the messages.
+    resumed: bool = False
 
     @property
     def generating(self) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Playwright, Route, expect, sync_playwright
 
 from tests.support.servers import ROOT, ChatApp, VllmServer, running
+from tests.test_versions import as_prompt
 
 pytestmark = pytest.mark.browser
 
@@ -411,3 +412,97 @@ def test_the_page_loads_nothing_foreign_and_works_under_its_security_policy(brow
     framing.wait_for_timeout(1000)
     assert framing.frames[1].url.startswith("chrome-error://")  # refused: the chat is not shown in the frame
     context.close()
+
+
+def shown_ids(page: Page, leave_out: str = "") -> list[str]:
+    """The ids of the messages on the page, oldest first (`leave_out`: the greeting's)."""
+    ids = page.locator("[data-step-type] [id^='step-']").evaluate_all("nodes => nodes.map(n => n.id.slice(5))")
+    return [i for i in ids if i != leave_out]
+
+
+def stored_branch(page: Page, url: str) -> list[dict[str, Any]]:
+    """The newest chat's messages as the history gives them to the page (the branch shown), via the page's login."""
+    listed = page.context.request.post(url + "/project/threads", data={"pagination": {"first": 1}, "filter": {}})
+    thread_id = listed.json()["data"][0]["id"]
+    steps = page.context.request.get(f"{url}/project/thread/{thread_id}").json()["steps"]
+    return [s for s in steps if s["type"] == "user_message" or s["metadata"].get("turn")]
+
+
+def version_at(page: Page, message_id: str) -> Any:
+    """The "n/m" by a message, to wait for."""
+    return expect(page.locator(f"#step-{message_id}").get_by_test_id("version-at"))
+
+
+def click_version(page: Page, message_id: str, which: str) -> None:
+    """The previous- or next-version button by a message."""
+    page.locator(f"#step-{message_id}").get_by_test_id(f"{which}-version").click()
+
+
+@pytest.mark.app  # an app of its own, restarted
+def test_versions_flip_in_place_and_the_chat_reopens_on_its_branch_after_a_reload_and_a_restart(browser, vllm):
+    app = ChatApp(vllm)
+    with running(app):
+        page = open_chat(browser, app.url)
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        greeting = shown_ids(page)[0]
+        set_settings(page, temperature_steps=30, max_token_steps=0, system_prompt="BROWSER-VERSIONS")
+        for count, text in ((2, "first question"), (3, "second question")):
+            send(page, text)
+            wait_answer_done(page, count)
+        answers = [shown_ids(page, greeting)[-1]]
+        for count in (2, 3):
+            before = len(vllm.logged_requests())
+            page.get_by_role("button", name="Regenerate", exact=True).click()
+            wait_for_request(vllm, before)
+            wait_answer_done(page, 3)
+            answers.append(shown_ids(page, greeting)[-1])
+            version_at(page, answers[-1]).to_have_text(f"{count}/{count}")
+        assert len(set(answers)) == 3
+
+        for version in (1, 0):  # back through the versions, each in place of the newer one
+            click_version(page, answers[version + 1], "previous")
+            version_at(page, answers[version]).to_have_text(f"{version + 1}/3")
+            assert shown_ids(page, greeting)[-1] == answers[version] and len(shown_ids(page, greeting)) == 4
+        click_version(page, answers[0], "next")
+        version_at(page, answers[1]).to_have_text("2/3")
+        shoot(page, "versions")
+
+        before = len(vllm.logged_requests())
+        send(page, "third question")  # continued from version 2
+        wait_for_request(vllm, before)
+        wait_answer_done(page, 4)
+        branch = stored_branch(page, app.url)
+        assert [s["id"] for s in branch] == shown_ids(page, greeting) and branch[3]["id"] == answers[1]
+        assert vllm.logged_requests()[-1]["prompt"] == vllm.render(as_prompt(branch[:-1], "BROWSER-VERSIONS"))
+
+        old_branch = shown_ids(page, greeting)
+        question = page.locator(USER_MESSAGES).nth(1)  # the second question, which has a branch after it
+        question.hover()
+        question.locator(".edit-message").click()
+        page.fill("#edit-chat-input", "second question, edited")
+        page.click(".confirm-edit")
+        expect(page.locator(USER_MESSAGES).last).to_contain_text("second question, edited", timeout=10_000)
+        wait_answer_done(page, 3)
+        edited = shown_ids(page, greeting)[2]
+        version_at(page, edited).to_have_text("2/2")
+        assert shown_ids(page, greeting)[:2] == old_branch[:2] and len(shown_ids(page, greeting)) == 4
+        click_version(page, edited, "previous")  # the old question, with everything that followed it
+        version_at(page, old_branch[2]).to_have_text("1/2")
+        expect(page.locator(ANSWERS)).to_have_count(4, timeout=10_000)
+        assert shown_ids(page, greeting) == old_branch
+
+        for restart in (False, True):  # a reload, then an app restart: the chat opens on the same branch
+            page.context.close()
+            if restart:
+                app.stop()
+                app.start()
+            page = open_chat(browser, app.url)
+            page.locator("#thread-history").get_by_text("first question").click()
+            expect(page.locator(USER_MESSAGES)).to_have_count(3, timeout=30_000)
+            version_at(page, old_branch[2]).to_have_text("1/2", timeout=10_000)
+            version_at(page, answers[1]).to_have_text("2/3")
+            assert shown_ids(page) == old_branch
+        click_version(page, answers[1], "next")  # every version is still there
+        version_at(page, answers[2]).to_have_text("3/3")
+        expect(page.locator(USER_MESSAGES)).to_have_count(2)
+        page.context.close()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Turn, plan_request
+from app.conversation import MIN_REPLY_TOKENS, Conversation, Turn, plan_request
 from app.errors import ChatError, Problem
 from tests.support.fake_openai import count_tokens
 
@@ -80,16 +80,6 @@ def test_unknown_window_sends_everything_without_counting():
 
 def test_empty_system_prompt_sends_no_system_message():
     assert Conversation().messages("  ", "hi") == [{"role": "user", "content": "hi"}]
-
-
-def test_edited_message_replaces_its_turn_and_everything_after():
-    conversation = Conversation(
-        [Turn("one", "1", message_id="a"), Turn("two", "2", Ending.STOPPED, "b"), Turn("three", "3", message_id="c")]
-    )
-    conversation.truncate_at("b")
-    assert [t.user for t in conversation.turns] == ["one"]
-    conversation.truncate_at("unknown")
-    assert [t.user for t in conversation.turns] == ["one"]
 
 
 @pytest.mark.parametrize(("window", "max_tokens", "expected"), [(100, 10, 10), (30, 50, None)])

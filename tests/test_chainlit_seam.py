@@ -11,6 +11,7 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import chainlit as cl
 import chainlit.server
 import pytest
 from chainlit.emitter import ChainlitEmitter
@@ -103,8 +104,8 @@ def test_a_websocket_session_has_every_attribute_the_app_uses():
         asyncio.run(session.delete())
 
 
-def test_the_emitter_sends_and_redraws_steps_and_marks_tasks():
-    for name in ("send_step", "update_step"):  # they return the emit's awaitable
+def test_the_emitter_sends_redraws_and_takes_off_steps_and_marks_tasks():
+    for name in ("send_step", "update_step", "delete_step"):  # they return the emit's awaitable
         assert list(inspect.signature(getattr(ChainlitEmitter, name)).parameters) == ["self", "step_dict"], name
     for name in ("task_start", "task_end"):
         assert list(inspect.signature(getattr(ChainlitEmitter, name)).parameters) == ["self"], name
@@ -118,6 +119,8 @@ def test_the_context_the_seam_reads_exists():
     assert list(inspect.signature(init_ws_context).parameters) == ["session_or_sid"]
     assert issubclass(ChainlitContextException, Exception)
     assert callable(chat_context.get)
+    for name in ("add", "remove"):  # the page's messages, which a version switch changes
+        assert list(inspect.signature(getattr(chat_context, name)).parameters) == ["message"], name
     assert isinstance(config.ui.name, str)
     assert seam.websocket_session() is None  # outside any context: no tab
 
@@ -128,3 +131,12 @@ def test_writes_are_held_until_the_first_message_by_chainlits_decorator():
 
     held = seam.held_until_first_message(write)
     assert inspect.iscoroutinefunction(held) and held is not write
+
+
+async def test_a_stored_step_becomes_a_message_again():
+    from chainlit.context import init_http_context
+
+    init_http_context()  # a message takes its chat from the context
+    step = {"id": "s1", "createdAt": "2026-01-01T00:00:00Z", "output": "hi", "type": "user_message", "name": "User"}
+    message = cl.Message.from_dict(step)  # type: ignore[arg-type]  # the keys the seam's callers give
+    assert (message.id, message.content, message.type) == ("s1", "hi", "user_message")

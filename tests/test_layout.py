@@ -23,6 +23,7 @@ LAYERS = {
     "app.stats": 1,
     "app.preferences": 1,
     "app.conversation": 1,
+    "app.branches": 1,
     "app.backend": 1,
     "app.transport": 0,
     "app.session": 1,

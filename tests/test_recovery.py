@@ -6,8 +6,10 @@ import asyncio
 
 import pytest
 
+from app.config import DEFAULT_SYSTEM_PROMPT
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ChatApp, VllmServer, running
+from tests.test_versions import as_prompt, branch, newest_answer, position, regenerate, sent_prompt, switch
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 
@@ -50,10 +52,16 @@ async def test_waits_for_vllm_then_survives_its_crash(lonely_app):
     # Restarted, the next message works and the history kept the interrupted question.
     await asyncio.to_thread(server.start)
     await tab.change_settings({"max_tokens": 4})
+    failed = branch(tab)[-1]  # its partial answer, or the error in its place
+    newer = newest_answer(tab, await regenerate(tab))
+    assert not newer.get("isError") and position(tab, newer["id"]) == (2, 2)
+    await switch(tab, failed["id"])  # the failed version, shown again: the model sees it as shown
+    before = len(server.logged_requests())
     produced = await tab.ask("after the restart")
     assert not [m for m in produced if m.get("isError")]
-    prompt = server.logged_requests()[-1]["prompt"]
+    prompt = sent_prompt(server, before)
     assert "User: write a long answer\nAssistant: " in prompt and prompt.endswith(
         "User: after the restart\nAssistant: "
     )
+    assert prompt == server.render(as_prompt(branch(tab)[:-1], DEFAULT_SYSTEM_PROMPT))
     await tab.close()

@@ -109,6 +109,36 @@ async def test_a_chat_round_trips_with_its_steps_elements_and_feedback(store):
     assert thread is not None and [s["id"] for s in thread["steps"]] == ["u1"]
 
 
+async def test_a_chat_is_read_on_the_branch_shown_and_whole_with_every_version(store):
+    await user_with_chat(store, "me", name="versions")
+    turn = functools.partial(Answer, ending="complete")
+    for index, (step_id, kind, text, meta) in enumerate(
+        [
+            ("q1", "user_message", "one", {"follows": ""}),
+            ("a1", "assistant_message", "first", turn("q1").as_metadata()),
+            ("q2", "user_message", "two", {"follows": "a1"}),
+            ("a2", "assistant_message", "second", turn("q2").as_metadata()),
+            ("a2b", "assistant_message", "second again", turn("q2").as_metadata()),
+        ]
+    ):
+        await store.create_step(step(step_id, "t1", kind, text, index, **meta))
+
+    async def shown() -> list[str]:
+        thread = await store.get_thread("t1")
+        return [s["output"] for s in thread["steps"]] if thread else []
+
+    assert await shown() == ["one", "first", "two", "second again"]  # the newest version
+    await store.save_shown("t1", {"q2": "a2"})
+    assert await shown() == ["one", "first", "two", "second"]
+    # Chainlit saves a session's metadata as it read it at resume: that copy never undoes a later choice.
+    await store.update_thread("t1", metadata={"shown_versions": {}, "chat_settings": {"top_p": 0.5}})
+    thread = await store.get_thread("t1")
+    assert thread is not None and thread["metadata"]["chat_settings"] == {"top_p": 0.5}
+    assert await shown() == ["one", "first", "two", "second"]
+    whole = await store.get_whole_thread("t1")
+    assert whole is not None and [s["id"] for s in whole["steps"]] == ["q1", "a1", "q2", "a2", "a2b"]
+
+
 async def test_a_chat_keeps_its_first_owner(store):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
     owner = await store.create_user(User(identifier="owner"))

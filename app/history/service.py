@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import chainlit as cl
+from chainlit.step import StepDict
+from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
 from app.config import Settings
@@ -79,11 +81,28 @@ class History:
             self.naming.add(naming)  # the loop keeps only weak references to tasks
             naming.add_done_callback(self.naming.discard)
 
-    async def thread(self) -> dict[str, Any] | None:
-        """This session's stored chat, if any; HistoryUnavailable when it cannot be read."""
+    async def save_shown(self, shown: dict[str, str]) -> None:
+        """Keep which version of a message this session's chat shows where it is not the newest."""
+        session = seam.websocket_session()
+        if self.store is not None and session is not None and session.has_first_interaction:
+            with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store
+                await self.store.save_shown(session.thread_id, shown)
+
+    async def every_version(self, thread: ThreadDict) -> list[StepDict]:
+        """Every version of a resumed chat's messages (only the branch given if the database fails just now)."""
+        with contextlib.suppress(HistoryUnavailable):  # logged by the store; the chat opens on what it has
+            if (whole := await self.thread(thread["id"])) is not None:
+                return list(whole["steps"])
+        return list(thread["steps"])
+
+    async def thread(self, thread_id: str | None = None) -> dict[str, Any] | None:
+        """A stored chat (this session's by default) with every version of its messages, if any.
+
+        HistoryUnavailable when it cannot be read.
+        """
         if self.store is None:
             return None
-        return dict(await self.store.get_thread(seam.thread_id()) or {}) or None
+        return dict(await self.store.get_whole_thread(thread_id or seam.thread_id()) or {}) or None
 
 
 def start(settings: Settings, notice: Callable[[], str], starting: Starting) -> History:

@@ -20,6 +20,7 @@ from app.chainlit_seam import held_until_first_message
 from app.errors import HistoryUnavailable
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
+from app.history.transcript import SHOWN_KEY, on_screen, shown_of
 from app.history.writer import SCRATCH, Writer
 
 if TYPE_CHECKING:
@@ -293,6 +294,23 @@ class ChatStore(BaseDataLayer):
         metadata: dict[str, Any] | None = None,
         tags: list[str] | None = None,
     ) -> None:
+        if metadata is not None:  # Chainlit's save of a session carries the copy it read at resume: stale
+            metadata = {key: value for key, value in metadata.items() if key != SHOWN_KEY}
+        await self._save_thread(thread_id, name, user_id, metadata, tags)
+
+    async def save_shown(self, thread_id: str, shown: dict[str, str]) -> None:
+        """Which version of a message the chat shows, where it is not the newest (the app's own metadata)."""
+        await self._save_thread(thread_id, None, None, {SHOWN_KEY: shown}, None)
+
+    async def _save_thread(
+        self,
+        thread_id: str,
+        name: str | None,
+        user_id: str | None,
+        metadata: dict[str, Any] | None,
+        tags: list[str] | None,
+    ) -> None:
+        """Create, name or change a chat for the actor; metadata is merged into the chat's."""
         named = name is not None or user_id is not None
         row: dict[str, Any] = {
             "id": thread_id,
@@ -366,10 +384,20 @@ class ChatStore(BaseDataLayer):
         )
 
     async def get_thread(self, thread_id: str) -> ThreadDict | None:
+        """The chat as the page shows it: the branch shown (Chainlit's resume shows every step it is given)."""
+        thread = await self.get_whole_thread(thread_id)
+        if thread is not None:
+            thread["steps"] = on_screen(thread["steps"], shown_of(thread["metadata"]))  # type: ignore[typeddict-item]
+            shown = {step["id"] for step in thread["steps"]}
+            thread["elements"] = [e for e in thread["elements"] or [] if e.get("forId") in shown or not e.get("forId")]
+        return thread
+
+    async def get_whole_thread(self, thread_id: str) -> ThreadDict | None:
+        """The chat with every version of its messages, oldest first."""
         return await self.writer.read("read a chat", lambda connection: self._thread(connection, thread_id))
 
     def _thread(self, connection: Connection, thread_id: str) -> ThreadDict | None:
-        """The chat with its messages and elements, as Chainlit shows it."""
+        """The chat with all its messages and elements."""
         thread = connection.execute(
             sa.select(threads, users.c.identifier)
             .select_from(threads.outerjoin(users))

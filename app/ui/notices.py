@@ -21,9 +21,10 @@ async def show(message: cl.Message | cl.ErrorMessage, *, redraw: bool = False) -
         await action.send(for_id=message.id)
 
 
-async def say_error(chat: ChatSession, error: ChatError, record: Answer | None = None) -> None:
+async def say_error(chat: ChatSession, error: ChatError, record: Answer | None = None) -> cl.ErrorMessage:
     """Show an error in the session's language; `record`: the turn it ends, kept with it in the history."""
     message = cl.ErrorMessage(content=error_text(chat.lang, error))
     if record is not None:
         message.metadata = record.as_metadata()
     await message.send()
+    return message

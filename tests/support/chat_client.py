@@ -208,6 +208,24 @@ class ChatClient:
         ids = [d["id"] for d in self.events_since(mark, "new_message") + self.events_since(mark, "stream_start")]
         return [self.messages[i] for i in dict.fromkeys(ids) if i in self.messages]
 
+    def page(self) -> list[dict[str, Any]]:
+        """The messages the page shows now, oldest first, as the events left them (one put back goes last)."""
+        shown: dict[str, dict[str, Any]] = {}
+        for event, data in self.events:
+            if event == "resume_thread":
+                shown = {step["id"]: step for step in data["steps"] if "message" in step["type"]}
+            elif event in ("new_message", "stream_start", "update_message") and "message" in data.get("type", ""):
+                if event != "update_message" or data["id"] in shown:
+                    shown[data["id"]] = {**shown.get(data["id"], {}), **data}
+            elif event == "delete_message":
+                shown.pop(data["id"], None)
+        return list(shown.values())
+
+    def element(self, name: str, for_id: str) -> dict[str, Any] | None:
+        """The props of the newest custom element of this name by a message (None: it has none)."""
+        sent = [d for e, d in self.events if e == "element" and d.get("name") == name and d.get("forId") == for_id]
+        return dict(sent[-1]["props"]) if sent else None
+
     def actions(self, for_id: str) -> list[dict[str, Any]]:
         """The buttons shown under a message, newest state (removed ones left out)."""
         shown: dict[str, dict[str, Any]] = {}

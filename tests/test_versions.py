@@ -1,0 +1,243 @@
+"""Versions of answers and questions in the running app with the real vLLM: switched in place, prompted, kept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.chat_client import ChatClient
+from tests.support.servers import ChatApp, VllmServer, running
+from tests.test_history import answer_of, export, run_users, started_chat
+
+pytestmark = pytest.mark.app
+
+
+def branch(tab: ChatClient) -> list[dict[str, Any]]:
+    """The chat's questions and answers on the page, oldest first (the greeting and notices left out)."""
+    return [m for m in tab.page() if m["type"] == "user_message" or (m.get("metadata") or {}).get("turn")]
+
+
+def ids(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["id"] for m in messages]
+
+
+def as_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, str]]:
+    """Chat messages for vLLM: the system prompt, then each message as said (an error's answer is empty)."""
+    said = [{"role": "system", "content": system_prompt}]
+    for m in messages:
+        role = "user" if m["type"] == "user_message" else "assistant"
+        said.append({"role": role, "content": "" if m.get("isError") else m["output"]})
+    return said
+
+
+def sent_prompt(vllm: VllmServer, before: int) -> str:
+    """The one prompt vLLM received since `before` requests."""
+    requests = vllm.logged_requests()[before:]
+    assert len(requests) == 1, requests
+    return requests[0]["prompt"]
+
+
+async def regenerate(tab: ChatClient, *, wait: bool = True) -> int:
+    """Click regenerate (under the newest answer); wait for the new version unless told not to; the event mark."""
+    button = next(a for m in reversed(tab.page()) for a in tab.actions(m["id"]) if a["name"] == "regenerate")
+    if wait:
+        mark, _ = await tab.click_and_wait(button)
+        await asyncio.sleep(0.1)  # the answer's last update
+        return mark
+    mark = len(tab.events)
+    assert (await tab.click(button))[0] == 200
+    return mark
+
+
+def newest_answer(tab: ChatClient, mark: int) -> dict[str, Any]:
+    """The answer written since the mark."""
+    written: list[dict[str, Any]] = [
+        m for m in tab.events_since(mark, "new_message") if (m.get("metadata") or {}).get("turn")
+    ]
+    return written[-1]
+
+
+async def switch(tab: ChatClient, message_id: str) -> None:
+    """A version button (Versions.jsx posts this action): show that version; wait until the page has it."""
+    status, response = await tab.click({"name": "show_version", "payload": {"id": message_id}})
+    assert status == 200, response
+    await tab.wait_for(lambda: message_id in ids(branch(tab)), 10)
+    await asyncio.sleep(0.2)  # the rest of the branch and its controls
+
+
+async def edit(tab: ChatClient, question_id: str, text: str) -> None:
+    """Edit a question with the pencil; wait until its new answer is written."""
+    mark = len(tab.events)
+    await tab.edit(question_id, text)
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await asyncio.sleep(0.1)
+
+
+def position(tab: ChatClient, message_id: str) -> tuple[int, int] | None:
+    """The "n/m" the page shows by a message (None: no other version)."""
+    props = tab.element("Versions", message_id)
+    return (props["at"], props["of"]) if props else None
+
+
+async def test_regenerated_answers_are_versions_to_switch_between_and_continue_from(chat_app, vllm):
+    tab = await started_chat(chat_app)
+    await tab.change_settings({"temperature": 1.5, "system_prompt": "VERSIONS"})
+    answer_of(await tab.ask("first question"))
+    versions = [answer_of(await tab.ask("second question"))]
+    for _ in range(2):
+        versions.append(newest_answer(tab, await regenerate(tab)))
+    assert len(set(ids(versions))) == 3
+    assert ids(branch(tab))[-1] == versions[2]["id"] and len(branch(tab)) == 4
+    assert position(tab, versions[2]["id"]) == (3, 3)
+    stored_versions = tab.element("Versions", versions[2]["id"])
+    assert stored_versions is not None and stored_versions["previous"] == versions[1]["id"]
+
+    for at, version in ((2, versions[1]), (1, versions[0]), (3, versions[2]), (2, versions[1])):
+        await switch(tab, version["id"])
+        shown = branch(tab)
+        assert len(shown) == 4 and shown[-1]["id"] == version["id"] and shown[-1]["output"] == version["output"]
+        assert position(tab, version["id"]) == (at, 3)
+        assert [a["name"] for a in tab.actions(version["id"])] == ["regenerate"]
+
+    before = len(vllm.logged_requests())
+    answer_of(await tab.ask("third question"))
+    shown = branch(tab)
+    assert ids(shown)[3] == versions[1]["id"]
+    assert sent_prompt(vllm, before) == vllm.render(as_prompt(shown[:-1], "VERSIONS"))
+
+    # The history holds the branch shown, and every version for the JSON export.
+    status, stored = await tab.rest("GET", f"/project/thread/{tab.thread_id_started}")
+    assert status == 200 and ids([s for s in stored["steps"]]) == ids(shown)
+    messages = json.loads(await export(tab, "export_json"))["messages"]
+    second_question = shown[2]["id"]
+    answers = [m for m in messages if m["parent"] == second_question]
+    assert [m["id"] for m in answers] == ids(versions) and [m["shown"] for m in answers] == [False, True, False]
+    await tab.close()
+
+
+async def test_an_edited_question_is_a_version_beside_the_old_one_and_its_branch(chat_app, vllm):
+    tab = await started_chat(chat_app)
+    await tab.change_settings({"system_prompt": "EDITS"})
+    edited = str(uuid.uuid4())
+    for text, message_id in (("one", None), ("two", edited), ("three", None)):
+        answer_of(await tab.ask(text, message_id=message_id))
+    old = branch(tab)
+
+    before = len(vllm.logged_requests())
+    await edit(tab, edited, "two, edited")
+    new = branch(tab)
+    assert ids(new[:2]) == ids(old[:2]) and [m["output"] for m in new[2:3]] == ["two, edited"]
+    assert len(new) == 4 and new[2]["id"] != edited
+    assert sent_prompt(vllm, before) == vllm.render(as_prompt(new[:3], "EDITS"))
+    assert position(tab, new[2]["id"]) == (2, 2)
+
+    await switch(tab, edited)
+    assert ids(branch(tab)) == ids(old) and position(tab, edited) == (1, 2)
+    before = len(vllm.logged_requests())
+    answer_of(await tab.ask("four"))
+    assert sent_prompt(vllm, before) == vllm.render(as_prompt(branch(tab)[:-1], "EDITS"))
+    await switch(tab, new[2]["id"])
+    assert ids(branch(tab)) == ids(new)
+    await tab.close()
+
+
+async def test_a_stopped_version_is_what_the_model_sees_while_it_is_shown(chat_app, vllm):
+    tab = await started_chat(chat_app)
+    await tab.change_settings({"system_prompt": "STOPS"})
+    first = answer_of(await tab.ask("tell me"))
+    await tab.change_settings({"max_tokens": 2000})
+    mark = await regenerate(tab, wait=False)
+    await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)
+    await tab.stop()
+    await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
+    await asyncio.sleep(0.3)
+    stopped = newest_answer(tab, mark)
+    assert stopped["metadata"]["turn"]["ending"] == "stopped" and stopped["output"]
+    await tab.change_settings({"max_tokens": 8})
+
+    await switch(tab, first["id"])
+    before = len(vllm.logged_requests())
+    answer_of(await tab.ask("after the first version"))
+    prompt = sent_prompt(vllm, before)
+    assert prompt == vllm.render(as_prompt(branch(tab)[:-1], "STOPS")) and first["output"] in prompt
+
+    await switch(tab, stopped["id"])
+    assert ids(branch(tab)) == [branch(tab)[0]["id"], stopped["id"]]
+    before = len(vllm.logged_requests())
+    answer_of(await tab.ask("after the stopped one"))
+    prompt = sent_prompt(vllm, before)
+    assert prompt == vllm.render(as_prompt(branch(tab)[:-1], "STOPS")) and stopped["output"] in prompt
+    await tab.close()
+
+
+async def test_a_chat_reopens_after_a_restart_on_the_branch_last_shown_with_every_version(history_app, vllm):
+    tab = await started_chat(history_app)
+    await tab.change_settings({"system_prompt": "RESTARTS"})
+    first_question = str(uuid.uuid4())
+    answer_of(await tab.ask("one", message_id=first_question))
+    older = answer_of(await tab.ask("two"))
+    newer = newest_answer(tab, await regenerate(tab))
+    await switch(tab, older["id"])  # an older version: the choice is stored
+    answer_of(await tab.ask("three"))
+    await edit(tab, first_question, "one, edited")
+    await switch(tab, first_question)  # back to the old question: its branch as it was left
+    shown = branch(tab)
+    assert [m["output"] for m in shown[::2]] == ["one", "two", "three"] and shown[3]["id"] == older["id"]
+    thread_id = tab.thread_id_started
+    await tab.close()
+    await asyncio.sleep(0.5)  # the last writes are the app's background tasks
+
+    history_app.stop()
+    history_app.start()
+    again = ChatClient(history_app.url, thread_id=thread_id)
+    await again.connect()
+    await again.wait_for(lambda: again.events_since(0, "resume_thread"), 30)
+    assert ids(branch(again)) == ids(shown)
+    await again.wait_for(lambda: position(again, older["id"]) is not None, 10)
+    assert position(again, first_question) == (1, 2) and position(again, older["id"]) == (1, 2)
+    assert again.element("AnswerStats", older["id"]) is not None
+
+    await switch(again, newer["id"])  # every version is still there
+    assert ids(branch(again)) == [*ids(shown[:3]), newer["id"]]
+    before = len(vllm.logged_requests())
+    answer_of(await again.ask("four"))
+    assert sent_prompt(vllm, before) == vllm.render(as_prompt(branch(again)[:-1], "RESTARTS"))
+    await again.close()
+
+
+@pytest.fixture(scope="module")
+def pair_app(vllm: VllmServer) -> Iterator[ChatApp]:
+    """An app with password login and two users, ann and ben."""
+    app = ChatApp(vllm)
+    for name in ("ann", "ben"):
+        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+    with running(app):
+        yield app
+
+
+async def test_nobody_else_can_switch_the_versions_of_my_chat(pair_app):
+    ann = await started_chat(pair_app, credentials=("ann", "ann-password"))
+    older = answer_of(await ann.ask("ann's question"))
+    newer = newest_answer(ann, await regenerate(ann))
+    thread_id = ann.thread_id_started
+    await asyncio.sleep(0.3)
+    ben = await started_chat(pair_app, credentials=("ben", "ben-password"))
+    choice = {"name": "show_version", "payload": {"id": older["id"]}}
+    # Through her tab (REST): her session is not his.
+    assert (await ben.rest("POST", "/project/action", {"sessionId": ann.session_id, "action": choice}))[0] == 404
+    # Through his own tab: her messages are not in his chat.
+    assert (await ben.click(choice))[0] == 200
+    await asyncio.sleep(0.3)
+    status, stored = await ann.rest("GET", f"/project/thread/{thread_id}")
+    assert status == 200 and [s["id"] for s in stored["steps"]][-1] == newer["id"]
+    assert f"Refused to show version {older['id']}: not a message of this chat" in pair_app.log_path.read_text()
+    # Through a socket.io session of his own on her chat: it is refused at connect.
+    ben.thread_id, ben.sio = thread_id, ben._new_socket()
+    with pytest.raises(Exception, match=r"(?i)connect|refused|authori"):
+        await ben.connect()
+    await ann.close()
