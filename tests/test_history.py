@@ -118,13 +118,13 @@ async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_resta
     answered = [s for s in shown if s["type"] == "assistant_message" and s["metadata"].get("turn")]
     # The newest answer gets its buttons back and every answer its stats line (neither is stored).
     newest = answered[-1]
-    await again.wait_for(lambda: len(again.events_since(0, "element")) == len(answered), 10)
-    lines = {e["forId"]: e["props"]["text"] for e in again.events_since(0, "element")}
+    await again.wait_for(lambda: len(again.actions(newest["id"])) == 1, 10)
+    drawn = [e for e in again.events_since(0, "element") if e["name"] == "AnswerStats"]
+    lines = {e["forId"]: e["props"]["text"] for e in drawn}
     assert set(lines) == {s["id"] for s in answered} and all(" tokens · " in line for line in lines.values())
     assert "stopped" in lines[answered[-1]["id"]]
-    await again.wait_for(lambda: len(again.actions(newest["id"])) == 1, 10)
     assert [a["name"] for a in again.actions(newest["id"])] == ["regenerate"]
-    exports = [[b["name"] for b in e["props"]["exports"]] for e in again.events_since(0, "element")]
+    exports = [[b["name"] for b in e["props"]["exports"]] for e in drawn]
     assert exports == [["export_markdown", "export_json"]] * len(answered)
 
     before = len(vllm.logged_requests())
