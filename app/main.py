@@ -19,11 +19,12 @@ from app.i18n import language_of, text
 from app.pipeline import Pipeline
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
-from app.ui.answer_controls import SHOW_VERSION
+from app.ui.answer_controls import FORK, SHOW_VERSION
 from app.ui.exports import send_export
+from app.ui.forks import fork
 from app.ui.greeting import greet
 from app.ui.settings_panel import settings_panel
-from app.ui.versions import draw_controls, switch_version
+from app.ui.versions import draw_lines, switch_version
 from app.web.protection import protect
 
 settings = get_settings()
@@ -109,9 +110,9 @@ async def on_edit(payload: Any) -> None:
     chat = lifecycle.current()
     if chat is None or not isinstance(message, dict) or not isinstance(message.get("output"), str):
         return
-    question_id, text = str(message.get("id")), message["output"]
+    question_id, edited = str(message.get("id")), message["output"]
     if not await pipeline.refused_while_busy(chat):
-        pipeline.in_background(chat, lambda: pipeline.edit(chat, question_id, text))
+        pipeline.in_background(chat, lambda: pipeline.edit(chat, question_id, edited))
 
 
 @cl.action_callback("starter")
@@ -144,6 +145,13 @@ async def on_show_version(action: cl.Action) -> None:
         await switch_version(chat, str(action.payload.get("id")), history)
 
 
+@cl.action_callback(FORK)
+async def on_fork(action: cl.Action) -> None:
+    """Continue in a new chat by a message: the branch up to it, copied into a new chat."""
+    if (chat := lifecycle.current()) is not None:
+        await fork(chat, str(action.payload.get("id")), history)
+
+
 @cl.action_callback("export_markdown")
 async def on_export_markdown(_action: cl.Action) -> None:
     """This chat as a Markdown file to download."""
@@ -173,7 +181,7 @@ async def on_connection_successful() -> None:
         await seam.task_started()
     if chat is not None and chat.resumed:  # only now: the page replaces its messages with the thread's
         chat.resumed = False
-        await draw_controls(chat, chat.branches.path(), exports=history.store is not None)
+        await draw_lines(chat, chat.branches.path(), history=history.store is not None)
 
 
 @seam.after_chainlit("clear_session")

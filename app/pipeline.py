@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import chainlit as cl
@@ -22,7 +23,7 @@ from app.history.transcript import FOLLOWS, NOT_SENT, Answer, conversation_befor
 from app.session import ChatSession
 from app.shares import Shares
 from app.stats import AnswerStats
-from app.ui.answer_controls import offer_regenerate, show_stats, version_buttons
+from app.ui.answer_controls import offer_regenerate, show_line
 from app.ui.notices import say_error
 from app.ui.versions import cut
 
@@ -38,8 +39,8 @@ class Pipeline:
     shares: Shares
 
     @property
-    def exports(self) -> bool:
-        """Whether answers carry the export buttons (the history is on)."""
+    def history_on(self) -> bool:
+        """Whether chats are stored (messages then carry export and continue-in-a-new-chat buttons)."""
         return self.history.store is not None
 
     async def refused_while_busy(self, chat: ChatSession) -> bool:
@@ -63,16 +64,15 @@ class Pipeline:
 
     async def ask(self, chat: ChatSession, question: cl.Message, parent: str) -> None:
         """Answer a question the user sent, which follows `parent`; a refused one stays outside the conversation."""
-        refusal = await self.refusal(chat, question.content)
-        where = None if refusal is not None else parent
-        if (question.metadata or {}).get(FOLLOWS, ...) != where:  # a typed message: Chainlit stored it without
-            question.metadata = {**(question.metadata or {}), **placed(where)}
-            await question.update()
-        if refusal is not None:
+        if (refusal := await self.refusal(chat, question.content)) is not None:
+            await place(question, None)
             await self.refuse(chat, refusal)
             return
-        await self.settle(chat, question.to_dict(), parent)
-        await self.turn(chat, question.id)
+        with self.turn(chat):
+            await place(question, parent)
+            await self.settle(chat, question.to_dict(), parent)
+            await show_line(chat, question.id, history=self.history_on)
+            await self.answer(chat, question.id)
 
     async def edit(self, chat: ChatSession, question_id: str, text: str) -> None:
         """An edited question: a new version beside the old one, answered; the old one keeps what followed it."""
@@ -82,14 +82,15 @@ class Pipeline:
         if (refusal := await self.refusal(chat, text)) is not None:
             await self.refuse(chat, refusal)
             return
-        parent = chat.branches.parents[question_id]
-        await cut(chat, question_id, including=True)  # the page took off what followed; the old question goes too
-        question = cl.Message(content=text, author=str(old.get("name") or "User"), type="user_message")
-        question.metadata = placed(parent)
-        await question.send()
-        await self.settle(chat, question.to_dict(), parent)
-        await version_buttons(chat, question.id)
-        await self.turn(chat, question.id)
+        with self.turn(chat):
+            parent = chat.branches.parents[question_id]
+            await cut(chat, parent)  # the page took off what followed the question; the question goes too
+            question = cl.Message(content=text, author=str(old.get("name") or "User"), type="user_message")
+            question.metadata = placed(parent)
+            await question.send()
+            await self.settle(chat, question.to_dict(), parent)
+            await show_line(chat, question.id, history=self.history_on)
+            await self.answer(chat, question.id)
 
     async def regenerate(self, chat: ChatSession) -> None:
         """Answer the newest question shown again: a new version beside its answer, which keeps what followed it."""
@@ -99,8 +100,9 @@ class Pipeline:
         if (refusal := await self.refusal(chat)) is not None:
             await self.refuse(chat, refusal)
             return
-        await cut(chat, question_id, including=False)
-        await self.turn(chat, question_id)
+        with self.turn(chat):
+            await cut(chat, question_id)
+            await self.answer(chat, question_id)
 
     def in_background(self, chat: ChatSession, work: Callable[[], Awaitable[None]]) -> None:
         """Run a turn as Chainlit's current task (so the stop button shows), outside the request that began it."""
@@ -114,12 +116,13 @@ class Pipeline:
 
         seam.run_as_current_task(asyncio.create_task(run()))
 
-    async def turn(self, chat: ChatSession, question_id: str) -> None:
-        """Answer a question of the tree, counted as the session's one answer and the user's."""
+    @contextlib.contextmanager
+    def turn(self, chat: ChatSession) -> Iterator[None]:
+        """The session's one answer, and one of the user's, while the block runs (taken at once: no await before)."""
         chat.generation = asyncio.current_task()
         try:
             with self.shares.answering(chat.user):
-                await self.answer(chat, question_id)
+                yield
         finally:
             chat.generation = None
 
@@ -149,7 +152,7 @@ class Pipeline:
             metrics.ANSWERS.labels(Ending.FAILED.value if sent else NOT_SENT).inc()
             shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
             await self.settle(chat, shown.to_dict(), question_id)
-            await version_buttons(chat, shown.id)
+            await show_line(chat, shown.id, history=self.history_on)
             await offer_regenerate(chat)
             return
 
@@ -194,14 +197,20 @@ class Pipeline:
             reply.metadata = record.as_metadata()
             await reply.send()
             await self.settle(chat, reply.to_dict(), question_id)
-            await show_stats(chat, reply.id, stats, exports=self.exports)
-            await version_buttons(chat, reply.id)
+            await show_line(chat, reply.id, history=self.history_on)
         if failure is not None:
             shown = await say_error(chat, failure, None if reply.content else record)
             if not reply.content:
                 await self.settle(chat, shown.to_dict(), question_id)
-                await version_buttons(chat, shown.id)
+                await show_line(chat, shown.id, history=self.history_on)
         await offer_regenerate(chat)
+
+
+async def place(question: cl.Message, parent: str | None) -> None:
+    """Keep the message a question follows (None: outside the conversation) with it; a typed one lacks it."""
+    if (question.metadata or {}).get(FOLLOWS, ...) != parent:
+        question.metadata = {**(question.metadata or {}), **placed(parent)}
+        await question.update()
 
 
 def measure(stats: AnswerStats, ending: Ending) -> None:

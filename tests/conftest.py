@@ -54,6 +54,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "app_without_vllm": ("vllm", "app"),  # test_browser.py: the app at once, vLLM during the test
     "two_user_app": ("vllm", "app"),  # test_history.py
     "pair_app": ("vllm", "app"),  # test_versions.py
+    "no_history_app": ("vllm", "app"),
     "lonely_app": ("vllm", "app"),  # test_recovery.py
     "paced_app": ("app",),  # test_reconnect.py: the app against a fake OpenAI server
     "make_run": ("vllm", "app"),  # test_run.py

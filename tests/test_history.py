@@ -119,12 +119,14 @@ async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_resta
     # The newest answer gets its buttons back and every answer its stats line (neither is stored).
     newest = answered[-1]
     await again.wait_for(lambda: len(again.actions(newest["id"])) == 1, 10)
-    drawn = [e for e in again.events_since(0, "element") if e["name"] == "AnswerStats"]
-    lines = {e["forId"]: e["props"]["text"] for e in drawn}
-    assert set(lines) == {s["id"] for s in answered} and all(" tokens · " in line for line in lines.values())
+    lined = {e["forId"]: e["props"] for e in again.events_since(0, "element") if e["name"] == "AnswerStats"}
+    assert set(lined) == {s["id"] for s in shown}  # a line by every message: stats, exports, versions, a new chat
+    drawn = [lined[s["id"]] for s in answered]
+    lines = {s["id"]: props["text"] for s, props in zip(answered, drawn, strict=True)}
+    assert all(" tokens · " in line for line in lines.values())
     assert "stopped" in lines[answered[-1]["id"]]
     assert [a["name"] for a in again.actions(newest["id"])] == ["regenerate"]
-    exports = [[b["name"] for b in e["props"]["exports"]] for e in drawn]
+    exports = [[b["name"] for b in props["exports"]] for props in drawn]
     assert exports == [["export_markdown", "export_json"]] * len(answered)
 
     before = len(vllm.logged_requests())
@@ -222,7 +224,7 @@ async def test_a_chat_begun_by_a_starter_is_named_by_its_prompt_and_keeps_its_ea
 
 async def export(tab: ChatClient, name: str) -> str:
     """Click an export button in the newest answer's stats line and download the file it offers."""
-    line = [d for e, d in tab.events if e == "element" and d.get("name") == "AnswerStats"][-1]
+    line = [d for e, d in tab.events if e == "element" and (d.get("props") or {}).get("exports")][-1]
     button = next(b for b in line["props"]["exports"] if b["name"] == name)
     mark = len(tab.events)
     status, _ = await tab.click({"name": button["name"], "payload": {}})  # what AnswerStats.jsx posts

@@ -24,8 +24,15 @@ from app.errors import HistoryUnavailable, LoginRequired
 from app.history.accounts import Login, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.history.database import create_engine, database_url, upgrade
 from app.history.schema import metadata
-from app.history.store import ChatStore
-from app.history.transcript import Answer, conversation_of, export_json, export_markdown, preferences_of
+from app.history.store import Actor, ChatStore
+from app.history.transcript import (
+    Answer,
+    branches_of,
+    conversation_of,
+    export_json,
+    export_markdown,
+    preferences_of,
+)
 from app.preferences import Preferences
 from app.starting import Starting
 
@@ -109,7 +116,8 @@ async def test_a_chat_round_trips_with_its_steps_elements_and_feedback(store):
     assert thread is not None and [s["id"] for s in thread["steps"]] == ["u1"]
 
 
-async def test_a_chat_is_read_on_the_branch_shown_and_whole_with_every_version(store):
+async def versioned_chat(store: ChatStore) -> None:
+    """The user "me" and chat "t1": two questions, the second answered twice (a2, then a2b)."""
     await user_with_chat(store, "me", name="versions")
     turn = functools.partial(Answer, ending="complete")
     for index, (step_id, kind, text, meta) in enumerate(
@@ -122,6 +130,10 @@ async def test_a_chat_is_read_on_the_branch_shown_and_whole_with_every_version(s
         ]
     ):
         await store.create_step(step(step_id, "t1", kind, text, index, **meta))
+
+
+async def test_a_chat_is_read_on_the_branch_shown_and_whole_with_every_version(store):
+    await versioned_chat(store)
 
     async def shown() -> list[str]:
         thread = await store.get_thread("t1")
@@ -137,6 +149,30 @@ async def test_a_chat_is_read_on_the_branch_shown_and_whole_with_every_version(s
     assert await shown() == ["one", "first", "two", "second"]
     whole = await store.get_whole_thread("t1")
     assert whole is not None and [s["id"] for s in whole["steps"]] == ["q1", "a1", "q2", "a2", "a2b"]
+
+
+async def test_a_branch_continues_in_a_new_chat_of_the_same_user_and_the_chat_stays_as_it_was(store):
+    await versioned_chat(store)
+    await store.save_shown("t1", {"q2": "a2"})
+    branch = ["q1", "a1", "q2", "a2"]
+    settings = {"chat_settings": {"top_p": 0.5}}
+    new_chat = await store.fork("t1", branch, lambda name: f"{name} (continued)", settings)
+    assert new_chat is not None
+    forked = await store.get_thread(new_chat)
+    assert forked is not None and forked["userIdentifier"] == "me" and forked["name"] == "versions (continued)"
+    assert forked["metadata"] == settings
+    assert [s["output"] for s in forked["steps"]] == ["one", "first", "two", "second"]
+    assert not {s["id"] for s in forked["steps"]} & set(branch)
+    assert branches_of(forked["steps"], {}).path() == [s["id"] for s in forked["steps"]]  # linked to the copies
+    assert [(t.user, t.assistant) for t in conversation_of(forked["steps"]).turns] == [
+        ("one", "first"),
+        ("two", "second"),
+    ]
+    original = await store.get_whole_thread("t1")
+    assert original is not None and [s["id"] for s in original["steps"]] == [*branch, "a2b"]
+    # Someone else's tab cannot copy it.
+    store.actor = lambda: Actor("intruder", "their-own-chat")
+    assert await store.fork("t1", branch, str, {}) is None
 
 
 async def test_a_chat_keeps_its_first_owner(store):

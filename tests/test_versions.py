@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.chat_client import ChatClient
+from tests.support.chat_client import ChatClient, widget_values
 from tests.support.servers import ChatApp, VllmServer, running
 from tests.test_history import answer_of, export, run_users, started_chat
 
@@ -42,11 +43,11 @@ def sent_prompt(vllm: VllmServer, before: int) -> str:
     return requests[0]["prompt"]
 
 
-async def regenerate(tab: ChatClient, *, wait: bool = True) -> int:
+async def regenerate(tab: ChatClient, *, wait: bool = True, timeout: float = 60) -> int:
     """Click regenerate (under the newest answer); wait for the new version unless told not to; the event mark."""
     button = next(a for m in reversed(tab.page()) for a in tab.actions(m["id"]) if a["name"] == "regenerate")
     if wait:
-        mark, _ = await tab.click_and_wait(button)
+        mark, _ = await tab.click_and_wait(button, timeout)
         await asyncio.sleep(0.1)  # the answer's last update
         return mark
     mark = len(tab.events)
@@ -80,8 +81,8 @@ async def edit(tab: ChatClient, question_id: str, text: str) -> None:
 
 def position(tab: ChatClient, message_id: str) -> tuple[int, int] | None:
     """The "n/m" the page shows by a message (None: no other version)."""
-    props = tab.element("Versions", message_id)
-    return (props["at"], props["of"]) if props else None
+    versions = (tab.element("AnswerStats", message_id) or {}).get("versions")
+    return (versions["at"], versions["of"]) if versions else None
 
 
 async def test_regenerated_answers_are_versions_to_switch_between_and_continue_from(chat_app, vllm):
@@ -94,8 +95,8 @@ async def test_regenerated_answers_are_versions_to_switch_between_and_continue_f
     assert len(set(ids(versions))) == 3
     assert ids(branch(tab))[-1] == versions[2]["id"] and len(branch(tab)) == 4
     assert position(tab, versions[2]["id"]) == (3, 3)
-    stored_versions = tab.element("Versions", versions[2]["id"])
-    assert stored_versions is not None and stored_versions["previous"] == versions[1]["id"]
+    line = tab.element("AnswerStats", versions[2]["id"])
+    assert line is not None and line["versions"]["previous"] == versions[1]["id"] and "tokens" in line["text"]
 
     for at, version in ((2, versions[1]), (1, versions[0]), (3, versions[2]), (2, versions[1])):
         await switch(tab, version["id"])
@@ -200,7 +201,7 @@ async def test_a_chat_reopens_after_a_restart_on_the_branch_last_shown_with_ever
     assert ids(branch(again)) == ids(shown)
     await again.wait_for(lambda: position(again, older["id"]) is not None, 10)
     assert position(again, first_question) == (1, 2) and position(again, older["id"]) == (1, 2)
-    assert again.element("AnswerStats", older["id"]) is not None
+    assert "tokens" in (again.element("AnswerStats", older["id"]) or {}).get("text", "")
 
     await switch(again, newer["id"])  # every version is still there
     assert ids(branch(again)) == [*ids(shown[:3]), newer["id"]]
@@ -241,3 +242,77 @@ async def test_nobody_else_can_switch_the_versions_of_my_chat(pair_app):
     with pytest.raises(Exception, match=r"(?i)connect|refused|authori"):
         await ben.connect()
     await ann.close()
+
+
+async def continue_in_a_new_chat(tab: ChatClient, message_id: str) -> str:
+    """Click "continue in a new chat" by a message; the id of the chat its link opens."""
+    mark = len(tab.events)
+    assert (await tab.click({"name": "fork", "payload": {"id": message_id}}))[0] == 200
+    await tab.wait_for(lambda: [m for m in tab.events_since(mark, "new_message") if "/thread/" in m["output"]], 30)
+    notice = next(m["output"] for m in tab.events_since(mark, "new_message") if "/thread/" in m["output"])
+    found = re.search(r"\(/thread/([0-9a-f-]+)\)", notice)
+    assert found is not None, notice
+    return found[1]
+
+
+async def test_a_branch_continues_in_a_new_chat_with_its_settings_and_the_chat_stays_as_it_was(chat_app, vllm):
+    tab = await started_chat(chat_app)
+    await tab.change_settings({"system_prompt": "FORKS", "temperature": 0.3})
+    answer_of(await tab.ask("one"))
+    older = answer_of(await tab.ask("two"))
+    newest_answer(tab, await regenerate(tab))
+    await switch(tab, older["id"])
+    answer_of(await tab.ask("three"))  # the chat goes on after the message it is continued from
+    line = tab.element("AnswerStats", older["id"])
+    assert line is not None and line["fork"]["payload"] == {"id": older["id"]}
+    shown = branch(tab)
+    await asyncio.sleep(0.3)  # the chat's last writes
+
+    forked = await continue_in_a_new_chat(tab, older["id"])
+    status, copy = await tab.rest("GET", f"/project/thread/{forked}")
+    assert status == 200 and [s["output"] for s in copy["steps"]] == [m["output"] for m in shown[:4]]
+    assert copy["metadata"]["chat_settings"]["system_prompt"] == "FORKS" and copy["name"] == "one (continued)"
+    status, original = await tab.rest("GET", f"/project/thread/{tab.thread_id_started}")
+    assert status == 200 and ids(original["steps"]) == ids(shown)
+    from_question = await continue_in_a_new_chat(tab, shown[2]["id"])
+    status, copy = await tab.rest("GET", f"/project/thread/{from_question}")
+    assert status == 200 and [s["output"] for s in copy["steps"]] == ["one", shown[1]["output"], "two"]
+
+    again = ChatClient(chat_app.url, thread_id=forked)  # the link opens the new chat, which goes on from there
+    await again.connect()
+    await again.wait_for(lambda: again.settings_widgets, 30)
+    assert widget_values(again.settings_widgets)["system_prompt"] == "FORKS"
+    before = len(vllm.logged_requests())
+    answer_of(await again.ask("four"))
+    assert sent_prompt(vllm, before) == vllm.render(as_prompt(branch(again)[:-1], "FORKS"))
+    assert vllm.logged_requests()[-1]["temperature"] == "0.3"
+    for open_tab in (tab, again):
+        await open_tab.close()
+
+
+@pytest.fixture(scope="module")
+def no_history_app(vllm: VllmServer) -> Iterator[ChatApp]:
+    """The app with HISTORY=false."""
+    app = ChatApp(vllm, extra_env={"HISTORY": "false"})
+    with running(app):
+        yield app
+
+
+async def test_with_the_history_off_versions_live_in_the_tab_and_a_new_chat_says_it_needs_the_history(
+    no_history_app, vllm
+):
+    tab = await started_chat(no_history_app)
+    await tab.change_settings({"system_prompt": "NO-HISTORY"})
+    first = answer_of(await tab.ask("one"))
+    second = newest_answer(tab, await regenerate(tab))
+    assert position(tab, second["id"]) == (2, 2)
+    line = tab.element("AnswerStats", second["id"])
+    assert line is not None and line["exports"] == [] and line["fork"] is None  # no history: no such buttons
+    await switch(tab, first["id"])
+    before = len(vllm.logged_requests())
+    answer_of(await tab.ask("two"))
+    assert sent_prompt(vllm, before) == vllm.render(as_prompt(branch(tab)[:-1], "NO-HISTORY"))
+    mark = len(tab.events)
+    assert (await tab.click({"name": "fork", "payload": {"id": first["id"]}}))[0] == 200
+    await tab.wait_for(lambda: any("HISTORY=false" in m["output"] for m in tab.events_since(mark, "new_message")), 10)
+    await tab.close()

@@ -88,6 +88,16 @@ class History:
             with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store
                 await self.store.save_shown(session.thread_id, shown)
 
+    async def fork(self, step_ids: list[str], preferences: dict[str, Any], name: Callable[[str], str]) -> str | None:
+        """A new chat holding copies of these messages of this session's chat, with these settings; its id.
+
+        None when this session's chat is not stored; HistoryUnavailable when it cannot be written.
+        """
+        session = seam.websocket_session()
+        if self.store is None or session is None or not session.has_first_interaction:
+            return None
+        return await self.store.fork(session.thread_id, step_ids, name, {PREFERENCES_KEY: preferences})
+
     async def every_version(self, thread: ThreadDict) -> list[StepDict]:
         """Every version of a resumed chat's messages (only the branch given if the database fails just now)."""
         with contextlib.suppress(HistoryUnavailable):  # logged by the store; the chat opens on what it has

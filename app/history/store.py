@@ -14,13 +14,13 @@ from chainlit.data.base import BaseDataLayer
 from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, ThreadDict, ThreadFilter
 from chainlit.user import PersistedUser, User
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from app.chainlit_seam import held_until_first_message
 from app.errors import HistoryUnavailable
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
-from app.history.transcript import SHOWN_KEY, on_screen, shown_of
+from app.history.transcript import SHOWN_KEY, on_screen, relinked, shown_of
 from app.history.writer import SCRATCH, Writer
 
 if TYPE_CHECKING:
@@ -277,6 +277,34 @@ class ChatStore(BaseDataLayer):
         query = sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == thread_id)
         return str(await self._scalar("check whose chat this is", query) or "")
 
+    async def fork(
+        self, thread_id: str, step_ids: list[str], name: Callable[[str], str], metadata: dict[str, Any]
+    ) -> str | None:
+        """A new chat of the same user holding copies of these messages of a chat (None: not the actor's to copy).
+
+        `name` makes the new chat's name from the chat's; `metadata` is the new chat's (its settings).
+        """
+        actor, what, new_id = self.actor(), "continue a chat in a new one", str(uuid.uuid4())
+
+        def work(connection: Connection) -> str | None:
+            source = connection.execute(sa.select(threads).where(threads.c.id == thread_id)).first()
+            if source is None or not self._writable(connection, thread_id, actor, what):
+                return None
+            rows = connection.execute(
+                sa.select(steps)
+                .where(steps.c.thread_id == thread_id, steps.c.id.in_(step_ids))
+                .order_by(steps.c.created_at, steps.c.id)
+            ).all()
+            copies = {row.id: str(uuid.uuid4()) for row in rows}
+            chat = {"id": new_id, "created_at": timestamp(), "name": storable(name(source.name or "")), "tags": None}
+            connection.execute(sa.insert(threads), chat | {"user_id": source.user_id, "metadata": metadata})
+            created_in(connection).add(new_id)
+            if rows:
+                connection.execute(sa.insert(steps), [copied(row._mapping, new_id, copies) for row in rows])
+            return new_id
+
+        return cast("str | None", await self.writer.write(what, work))
+
     async def delete_thread(self, thread_id: str) -> None:
         def work(connection: Connection) -> None:
             for table in (feedbacks, elements, steps):
@@ -438,6 +466,17 @@ def created_in(connection: Connection) -> set[str]:
     """The chats this connection's transaction has created so far."""
     created: set[str] = connection.info[SCRATCH].setdefault(NEW_THREADS, set())
     return created
+
+
+def copied(row: RowMapping, thread_id: str, copies: dict[str, str]) -> dict[str, Any]:
+    """A steps row copied into another chat: a new id, and what it refers to among the copies."""
+    return {
+        **row,
+        "id": copies[row["id"]],
+        "thread_id": thread_id,
+        "parent_id": None,
+        "metadata": relinked(row["metadata"] or {}, copies),
+    }
 
 
 def put(connection: Connection, upsert: sa.Insert, row: dict[str, Any], what: str) -> None:

@@ -62,6 +62,16 @@ def placed(parent: str | None) -> dict[str, Any]:
     return {FOLLOWS: parent}
 
 
+def relinked(metadata: Mapping[str, Any], copies: Mapping[str, str]) -> dict[str, Any]:
+    """A copied message's metadata, pointing at the copies of the messages it follows or answers."""
+    linked = dict(metadata)
+    if isinstance(follows := linked.get(FOLLOWS), str):
+        linked[FOLLOWS] = copies.get(follows, ROOT)
+    if isinstance(record := linked.get(TURN_KEY), dict) and isinstance(record.get("reply_to"), str):
+        linked[TURN_KEY] = {**record, "reply_to": copies.get(record["reply_to"], record["reply_to"])}
+    return linked
+
+
 def shown_of(metadata: Mapping[str, Any] | None) -> dict[str, str]:
     """A chat's stored choices of versions (anything else in their place is ignored)."""
     saved = (metadata or {}).get(SHOWN_KEY)

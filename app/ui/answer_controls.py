@@ -1,4 +1,4 @@
-"""What sits by a message: an answer's stats line (with the export buttons), its versions, regenerate."""
+"""What sits by a message: its line (an answer's stats and exports, versions, continue in a new chat), regenerate."""
 
 from __future__ import annotations
 
@@ -9,35 +9,44 @@ from typing import Any
 
 import chainlit as cl
 
-from app.branches import Branches
+from app.branches import Branches, is_question
+from app.history.transcript import stats_of
 from app.i18n import text
 from app.session import ChatSession
-from app.stats import AnswerStats
 
-# The export buttons in each answer's stats line: the names of their action callbacks (app/main.py).
+# The export buttons in each answer's line: the names of their action callbacks (app/main.py).
 EXPORTS = ("export_markdown", "export_json")
 # The action callback (app/main.py) of the previous and next version buttons: show another version of a message.
 SHOW_VERSION = "show_version"
+# The action callback (app/main.py) of "continue in a new chat" by a message.
+FORK = "fork"
 # Element ids derived from the message's: a message put back on the page gets its line replaced, not doubled.
 ELEMENT_IDS = uuid.UUID("2b0c6f0e-7f6a-4a55-9a43-1f7e0c2d5b27")
 
 
-async def show_stats(chat: ChatSession, answer_id: str, stats: AnswerStats | None, *, exports: bool) -> None:
-    """The small line under an answer (public/elements/AnswerStats.jsx), drawn from the answer's stored stats.
+async def show_line(chat: ChatSession, message_id: str, *, history: bool) -> None:
+    """The small line by a message (public/elements/AnswerStats.jsx): an answer's stats, and buttons.
 
-    Not stored itself: a resumed chat draws it again from the answer's metadata, one write less per answer.
-    With history on it carries the export buttons: part of a line sent anyway, not two more messages per answer.
+    The buttons: the message's versions; with history on, an answer's exports and "continue in a new chat".
+    Not stored itself: a resumed chat draws it again from the answers' metadata, one write less per answer.
+    The buttons are part of a line sent anyway, not more messages per answer.
     """
-    if stats is None:
+    step = chat.branches.steps[message_id]
+    stats, versions = stats_of(step), version_props(chat, message_id)
+    if stats is None and versions is None and not history:
         return
-    buttons = [{"name": name, "label": text(chat.lang, name)} for name in EXPORTS] if exports else []
-    await send_inline(answer_id, "AnswerStats", {"text": stats.describe(chat.lang), "exports": buttons})
-
-
-async def version_buttons(chat: ChatSession, message_id: str) -> None:
-    """Buttons to the previous and next versions of a message that has others (public/elements/Versions.jsx)."""
-    if (versions := version_props(chat, message_id)) is not None:
-        await send_inline(message_id, "Versions", versions)
+    exports = history and not is_question(step)
+    props = {
+        "text": stats.describe(chat.lang) if stats else "",
+        "exports": [{"name": name, "label": text(chat.lang, name)} for name in EXPORTS] if exports else [],
+        "versions": versions,
+        "fork": {"name": FORK, "label": text(chat.lang, FORK), "payload": {"id": message_id}} if history else None,
+    }
+    # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
+    url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()
+    element_id = str(uuid.uuid5(ELEMENT_IDS, message_id))
+    element = cl.CustomElement(id=element_id, name="AnswerStats", props=props, display="inline", url=url)
+    await element.send(for_id=message_id, persist=False)
 
 
 def version_props(chat: ChatSession, message_id: str) -> dict[str, Any] | None:
@@ -54,15 +63,6 @@ def version_props(chat: ChatSession, message_id: str) -> dict[str, Any] | None:
         "action": SHOW_VERSION,
         "labels": {"previous": text(chat.lang, "previous_version"), "next": text(chat.lang, "next_version")},
     }
-
-
-async def send_inline(for_id: str, name: str, props: dict[str, Any]) -> None:
-    """A custom element under (or above) a message, not stored, replacing the one it had."""
-    # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
-    url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()
-    element_id = str(uuid.uuid5(ELEMENT_IDS, f"{name}:{for_id}"))
-    element = cl.CustomElement(id=element_id, name=name, props=props, display="inline", url=url)
-    await element.send(for_id=for_id, persist=False)
 
 
 async def offer_regenerate(chat: ChatSession) -> None:

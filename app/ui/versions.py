@@ -5,40 +5,36 @@ from __future__ import annotations
 import logging
 
 from app import chainlit_seam as seam
-from app.branches import is_question
+from app.branches import ROOT
 from app.history.service import History
-from app.history.transcript import stats_of
 from app.session import ChatSession
-from app.ui.answer_controls import drop_regenerate, offer_regenerate, show_stats, version_buttons
+from app.ui.answer_controls import drop_regenerate, offer_regenerate, show_line
 
 logger = logging.getLogger(__name__)
 
 
-async def cut(chat: ChatSession, message_id: str, *, including: bool) -> None:
-    """Take the page's messages after one (and it too, if including) off the page; the history keeps them."""
+async def cut(chat: ChatSession, after: str) -> None:
+    """Take the page's messages after one (ROOT: all the chat's) off the page, notices too; the history keeps them."""
     shown = seam.shown_messages()
-    at = next((index for index, message in enumerate(shown) if message.id == message_id), None)
-    if at is None:
+    ids = [message.id for message in shown]
+    if after != ROOT and after not in ids:
         return
     await drop_regenerate(chat)
-    for message in shown[at if including else at + 1 :]:
+    for message in shown[ids.index(after) + 1 if after != ROOT else 0 :]:
         await seam.hide(message)
 
 
-async def draw(chat: ChatSession, message_ids: list[str], *, exports: bool) -> None:
-    """Put messages of the tree at the end of the page, each with its controls, and regenerate on the newest answer."""
+async def draw(chat: ChatSession, message_ids: list[str], *, history: bool) -> None:
+    """Put messages of the tree at the end of the page, each with its line, and regenerate on the newest answer."""
     for message_id in message_ids:
         await seam.show_again(dict(chat.branches.steps[message_id]))  # type: ignore[arg-type]  # a stored step
-    await draw_controls(chat, message_ids, exports=exports)
+    await draw_lines(chat, message_ids, history=history)
 
 
-async def draw_controls(chat: ChatSession, message_ids: list[str], *, exports: bool) -> None:
-    """The stats lines and version buttons of messages on the page, and regenerate on the newest answer."""
+async def draw_lines(chat: ChatSession, message_ids: list[str], *, history: bool) -> None:
+    """The lines by messages on the page, and regenerate on the newest answer."""
     for message_id in message_ids:
-        step = chat.branches.steps[message_id]
-        if not is_question(step):
-            await show_stats(chat, message_id, stats_of(step), exports=exports)
-        await version_buttons(chat, message_id)
+        await show_line(chat, message_id, history=history)
     await offer_regenerate(chat)
 
 
@@ -54,8 +50,7 @@ async def switch_version(chat: ChatSession, message_id: str, history: History) -
     if after != before:
         pairs = enumerate(zip(before, after, strict=False))
         first = next((index for index, (old, new) in pairs if old != new), min(len(before), len(after)))
-        if first < len(before):
-            await cut(chat, before[first], including=True)
-        await draw(chat, after[first:], exports=history.store is not None)
+        await cut(chat, after[first - 1] if first else ROOT)  # what the branches still share stays
+        await draw(chat, after[first:], history=history.store is not None)
     if changed:
         await history.save_shown(tree.shown)

@@ -1,13 +1,44 @@
 import { Button } from "@/components/ui/button";
-import { FileJson, FileText } from "lucide-react";
+import { ChevronLeft, ChevronRight, FileJson, FileText, GitBranch } from "lucide-react";
 
-// The export buttons ride on every answer's stats line: no extra message per answer to send or move.
+// The line by a message: an answer's stats and export buttons, "‹ 2/3 ›" by a message with other versions,
+// and "continue in a new chat". One element per message: no extra message per answer to send or move.
 const ICONS = { export_markdown: FileText, export_json: FileJson };
 
 export default function AnswerStats() {
+  const act = (name, payload) => () => callAction({ name, payload });
+  const iconButton = (label, Icon, testId, onClick) => (
+    <Button
+      variant="ghost"
+      size="icon"
+      className="h-6 w-6 text-muted-foreground"
+      title={label}
+      aria-label={label}
+      data-testid={testId}
+      disabled={!onClick}
+      onClick={onClick}
+    >
+      <Icon className="h-4 w-4" />
+    </Button>
+  );
+  const versions = props.versions;
+  const to = (id) => id && act(versions.action, { id });
   return (
-    <div className="flex flex-wrap items-center gap-1 text-xs text-muted-foreground" data-testid="answer-stats">
-      <span className="mr-1">{props.text}</span>
+    <div className="flex flex-wrap items-center gap-1 text-xs text-muted-foreground" data-testid="message-line">
+      {versions && (
+        <span className="flex items-center" data-testid="versions">
+          {iconButton(versions.labels.previous, ChevronLeft, "previous-version", to(versions.previous))}
+          <span data-testid="version-at">
+            {versions.at}/{versions.of}
+          </span>
+          {iconButton(versions.labels.next, ChevronRight, "next-version", to(versions.next))}
+        </span>
+      )}
+      {props.text && (
+        <span className="mr-1" data-testid="answer-stats">
+          {props.text}
+        </span>
+      )}
       {(props.exports || []).map(({ name, label }) => {
         const Icon = ICONS[name];
         return (
@@ -17,13 +48,14 @@ export default function AnswerStats() {
             size="sm"
             className="h-6 gap-1 px-1.5 text-xs text-muted-foreground"
             title={label}
-            onClick={() => callAction({ name, payload: {} })}
+            onClick={act(name, {})}
           >
             <Icon className="h-3.5 w-3.5" />
             {label}
           </Button>
         );
       })}
+      {props.fork && iconButton(props.fork.label, GitBranch, "fork", act(props.fork.name, props.fork.payload))}
     </div>
   );
 }
