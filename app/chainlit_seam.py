@@ -26,6 +26,11 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   (the live ones): a tab's session; sessions whose login ended are disconnected.
 - `chainlit.auth.cookie.get_token_from_cookies`: the login token, which Chainlit may split over cookies;
   the app checks it against logouts and password changes before Chainlit sees the request.
+- `chainlit.auth.get_current_user` and `reuseable_oauth` (the dependency behind Chainlit's `current_user`):
+  with SHARE_LINKS=anyone, the shared-chat route (`GET /project/share/{thread_id}`) answers callers without
+  a login too; Chainlit's own refuses them before its thread-sharing callback is asked. Its function for that
+  route and its catch-all page route: a link's visitor without a login gets the chat as plain HTML (Chainlit's
+  page would send them to its login form), a logged-in one Chainlit's page.
 - `chainlit.chat_context.chat_context`: the messages the page shows, in order (a regeneration, an edit or a
   choice of version takes the rest of the branch off the page, and puts another one back).
 - `chainlit.data.utils.queue_until_user_message`: the data layer holds writes until the first message, as
@@ -41,10 +46,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 import chainlit as cl
+from chainlit.auth import get_current_user, reuseable_oauth
 from chainlit.auth.cookie import get_token_from_cookies
 from chainlit.chat_context import chat_context
 from chainlit.config import config
@@ -55,9 +62,12 @@ from chainlit.server import router, sio
 from chainlit.session import WebsocketSession as WebsocketSession  # re-exported: the type of a tab's session
 from chainlit.session import ws_sessions_id
 from chainlit.step import StepDict
+from fastapi import Depends, HTTPException
 from fastapi.routing import APIRoute
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
 
 # Chainlit's socket.io handlers the app replaces or wraps.
 SOCKET_EVENTS = ("connect", "connection_successful", "clear_session", "chat_settings_change", "edit_message")
@@ -71,6 +81,9 @@ ROUTES = (
     ("/mcp", "POST"),
     ("/mcp", "DELETE"),
 )
+# Chainlit's catch-all route (its page, at any path) and its route giving a shared chat to its link's page.
+PAGE_ROUTE = "/{full_path:path}"
+SHARED_CHAT_ROUTE = "/project/share/{thread_id}"
 # Chainlit's login routes the app runs its own code around (throttling, ending sessions, no renewal).
 LOGIN_ROUTES = (("/login", "POST"), ("/logout", "POST"), ("/auth/jwt", "POST"))
 Handler = Callable[..., Awaitable[Any]]
@@ -148,6 +161,43 @@ def wrap_route(path: str, method: str, wrapper: RouteWrapper) -> None:
     # FastAPI reads the parameters (the payload model, Chainlit's current-user dependency) off the signature.
     wrapped.__signature__ = inspect.signature(endpoint, eval_str=True)  # type: ignore[attr-defined]
     server.router.routes.insert(0, APIRoute(path, wrapped, methods=[method]))  # matched before Chainlit's
+
+
+def open_to_anyone(path: str, method: str) -> None:
+    """Chainlit's route, matched first, answering callers without a login too (its current_user is then None)."""
+    endpoint = chainlit_endpoint(path, method)
+    signature = inspect.signature(endpoint, eval_str=True)
+    anyone = Annotated[Any, Depends(user_if_logged_in)]
+    parameters = [
+        p.replace(annotation=anyone) if p.name == "current_user" else p for p in signature.parameters.values()
+    ]
+
+    async def opened(**params: Any) -> Any:
+        return await endpoint(**params)
+
+    opened.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    server.router.routes.insert(0, APIRoute(path, opened, methods=[method]))
+
+
+async def user_if_logged_in(token: str | None = Depends(reuseable_oauth)) -> Any:
+    """The caller's user as Chainlit's routes get it, or None for a caller without a (valid) login."""
+    try:
+        return await get_current_user(token=token)  # type: ignore[arg-type]  # Chainlit types it str, takes None
+    except HTTPException:
+        return None
+
+
+async def chainlit_page(request: Request) -> Response:
+    """Chainlit's page, as its catch-all route serves it at any path."""
+    return cast(Response, await chainlit_endpoint(PAGE_ROUTE, "GET")(request=request))
+
+
+async def shared_chat(request: Request, thread_id: str) -> dict[str, Any]:
+    """A shared chat as Chainlit's route gives it to a caller without a login (HTTPException: it gives none)."""
+    response = await chainlit_endpoint(SHARED_CHAT_ROUTE, "GET")(
+        request=request, thread_id=thread_id, current_user=None
+    )
+    return dict(json.loads(response.body))
 
 
 def add_route(path: str, endpoint: Handler) -> None:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -118,6 +118,9 @@ class Settings(EnvSettings):
     metrics_port: int = Field(0, ge=0, le=65535, description="Prometheus metrics on 127.0.0.1:PORT; 0: off")
     frame_ancestors: str = Field("", description="web origins that may show the chat in a frame; empty: none")
     max_request_mb: float = Field(2.0, gt=0, description="largest request body, uploads included (413 beyond)")
+    share_links: Literal["users", "anyone"] = Field(
+        "users", description="who may open a chat's read-only link: logged-in users, or anyone with the link"
+    )
 
     @field_validator("data_dir")
     @classmethod

@@ -10,7 +10,7 @@ import chainlit as cl
 from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
-from app import guards, lifecycle, metrics, origins, readiness
+from app import guards, lifecycle, metrics, origins, readiness, sharing
 from app.backend import Backend
 from app.config import get_settings
 from app.history.service import fair_shares, start
@@ -31,6 +31,7 @@ settings = get_settings()
 backend = Backend(settings)
 history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
 guards.install(history.store)
+sharing.install(settings)
 readiness.install(backend, history.store)
 # Each middleware goes around those before it: the Host and Origin checks first, then the body limit.
 protect(settings)
@@ -150,6 +151,12 @@ async def on_fork(action: cl.Action) -> None:
     """Continue in a new chat by a message: the branch up to it, copied into a new chat."""
     if (chat := lifecycle.current()) is not None:
         await fork(chat, str(action.payload.get("id")), history)
+
+
+@cl.on_shared_thread_view
+async def on_shared_thread_view(thread: ThreadDict, viewer: cl.User | None) -> bool:
+    """A shared chat's link opened: shown only while its owner shares it, with nothing private in it."""
+    return sharing.may_view(thread, viewer, anyone=settings.share_links == "anyone")
 
 
 @cl.action_callback("export_markdown")

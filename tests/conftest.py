@@ -55,6 +55,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "two_user_app": ("vllm", "app"),  # test_history.py
     "pair_app": ("vllm", "app"),  # test_versions.py
     "no_history_app": ("vllm", "app"),
+    "share_app": ("vllm", "app"),  # test_sharing.py
+    "open_share_app": ("vllm", "app"),
     "lonely_app": ("vllm", "app"),  # test_recovery.py
     "paced_app": ("app",),  # test_reconnect.py: the app against a fake OpenAI server
     "make_run": ("vllm", "app"),  # test_run.py

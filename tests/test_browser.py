@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Playwright, Route, expect, sync_playwright
 
 from tests.support.servers import ROOT, ChatApp, VllmServer, running
+from tests.test_history import run_users
 from tests.test_versions import as_prompt
 
 pytestmark = pytest.mark.browser
@@ -506,3 +507,103 @@ def test_versions_flip_in_place_and_the_chat_reopens_on_its_branch_after_a_reloa
         version_at(page, answers[2]).to_have_text("3/3")
         expect(page.locator(USER_MESSAGES)).to_have_count(2)
         page.context.close()
+
+
+def logged_in(browser: Browser, url: str, name: str) -> Page:
+    """A fresh browser context logged in as one of the team (password `<name>-password`)."""
+    page = open_chat(browser, url)
+    page.fill("#email", name)
+    page.fill("#password", f"{name}-password")
+    page.click("button[type=submit]")
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    return page
+
+
+def share_dialog(page: Page) -> Any:
+    """Chainlit's share dialog, opened from the header's share button."""
+    page.locator("button:has(svg.lucide-share-2)").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_be_visible()
+    return dialog
+
+
+@pytest.mark.app  # an app of its own, with users
+def test_a_shared_link_shows_another_user_the_branch_read_only_until_its_owner_stops_sharing(browser, vllm):
+    app = ChatApp(vllm)
+    for name in ("olga", "vera"):
+        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+    with running(app):
+        owner = logged_in(browser, app.url, "olga")
+        owner.context.grant_permissions(["clipboard-read", "clipboard-write"])  # the dialog copies the link
+        set_settings(owner, max_token_steps=0, system_prompt="OLGAS-PRIVATE-PROMPT")
+        send(owner, "what olga shares")
+        wait_answer_done(owner, 2)
+        older = shown_ids(owner)[-1]
+        owner.get_by_role("button", name="Regenerate", exact=True).click()
+        version_at(owner, shown_ids(owner)[-1]).to_have_text("2/2", timeout=60_000)
+        newer = shown_ids(owner)[-1]
+        click_version(owner, newer, "previous")
+        version_at(owner, older).to_have_text("1/2")
+        said = owner.locator(ANSWERS).last.locator(".message-content").inner_text()
+
+        dialog = share_dialog(owner)
+        link = dialog.locator("span[title*='/share/']").get_attribute("title")
+        assert link is not None and link.startswith(app.url + "/share/")
+        dialog.get_by_role("button", name="Share", exact=True).click()
+        expect(owner.get_by_text("Share link created!")).to_be_visible(timeout=10_000)
+        owner.keyboard.press("Escape")
+
+        viewer = logged_in(browser, app.url, "vera")
+        viewer.goto(link)
+        expect(viewer.locator(USER_MESSAGES)).to_contain_text("what olga shares", timeout=30_000)
+        expect(viewer.locator(ANSWERS)).to_have_count(1)
+        assert viewer.locator(ANSWERS).locator(".message-content").inner_text() == said
+        assert shown_ids(viewer)[-1] == older and newer not in shown_ids(viewer)
+        expect(viewer.locator("#chat-input")).to_have_count(0)  # read-only: nothing to write with
+        expect(viewer.get_by_text("OLGAS-PRIVATE-PROMPT")).to_have_count(0)
+        shoot(viewer, "shared")
+
+        anonymous = open_chat(browser, link)  # links are for logged-in users (the default)
+        expect(anonymous.locator("#email")).to_be_visible(timeout=30_000)
+        expect(anonymous.get_by_text("what olga shares")).to_have_count(0)
+        anonymous.context.close()
+
+        dialog = share_dialog(owner)
+        dialog.get_by_role("button", name="Unshare", exact=True).click()
+        expect(owner.get_by_text("Sharing disabled for this thread")).to_be_visible(timeout=10_000)
+        viewer.goto(link)
+        expect(viewer.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)  # sent to a chat of her own
+        expect(viewer.get_by_text("what olga shares")).to_have_count(0)
+        for page in (owner, viewer):
+            page.context.close()
+
+
+@pytest.mark.app  # an app of its own, with links open to anyone
+def test_with_links_open_to_anyone_a_visitor_without_a_login_reads_the_shared_chat(browser, vllm):
+    app = ChatApp(vllm, extra_env={"SHARE_LINKS": "anyone"})
+    assert run_users(app, "add", "olga", password="olga-password").returncode == 0
+    with running(app):
+        owner = logged_in(browser, app.url, "olga")
+        set_settings(owner, max_token_steps=0)
+        send(owner, "open to anyone")
+        wait_answer_done(owner, 2)
+        thread_id = owner.context.request.post(
+            app.url + "/project/threads", data={"pagination": {"first": 1}, "filter": {}}
+        ).json()["data"][0]["id"]
+
+        def share(shared: bool) -> None:
+            body = {"threadId": thread_id, "isShared": shared}
+            assert owner.context.request.put(app.url + "/project/thread/share", data=body).ok
+
+        share(True)
+        anonymous = open_chat(browser, f"{app.url}/share/{thread_id}")
+        expect(anonymous.get_by_text("open to anyone")).to_be_visible(timeout=30_000)
+        expect(anonymous.locator("#email")).to_have_count(0)  # not sent to the login form
+        expect(anonymous.locator("#chat-input")).to_have_count(0)
+        shoot(anonymous, "shared-to-anyone")
+        share(False)
+        anonymous.reload()
+        expect(anonymous.get_by_text("This link shows nothing")).to_be_visible()
+        expect(anonymous.get_by_text("open to anyone")).to_have_count(0)
+        for page in (owner, anonymous):
+            page.context.close()

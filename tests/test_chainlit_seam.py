@@ -140,3 +140,22 @@ async def test_a_stored_step_becomes_a_message_again():
     step = {"id": "s1", "createdAt": "2026-01-01T00:00:00Z", "output": "hi", "type": "user_message", "name": "User"}
     message = cl.Message.from_dict(step)  # type: ignore[arg-type]  # the keys the seam's callers give
     assert (message.id, message.content, message.type) == ("s1", "hi", "user_message")
+
+
+def test_the_shared_chat_and_page_routes_take_what_the_seam_gives_them():
+    shared = inspect.signature(seam.chainlit_endpoint(seam.SHARED_CHAT_ROUTE, "GET"), eval_str=True).parameters
+    assert list(shared) == ["request", "thread_id", "current_user"]
+    assert list(inspect.signature(seam.chainlit_endpoint(seam.PAGE_ROUTE, "GET")).parameters) == ["request"]
+
+
+def test_the_login_dependency_the_open_route_asks_without_refusing_exists():
+    from chainlit.auth import get_current_user, reuseable_oauth
+
+    assert list(inspect.signature(get_current_user).parameters) == ["token"]
+    assert callable(reuseable_oauth) and reuseable_oauth.auto_error is False  # no token: None, not a 401
+
+
+def test_chainlit_asks_the_apps_thread_sharing_callback_with_the_thread_and_the_viewer():
+    code = "".join(inspect.getsource(seam.chainlit_endpoint(seam.SHARED_CHAT_ROUTE, "GET")).split())
+    assert "on_shared_thread_view(thread,current_user)" in code
+    assert 'metadata.get("is_shared")' in code  # a chat marked shared is shown whatever the callback says

@@ -35,6 +35,7 @@ LAYERS = {
     "app.readiness": 2,
     "app.metrics": 0,
     "app.shares": 2,
+    "app.sharing": 2,
     "app.web": 1,
     "app.web.protection": 2,
     "app.lifecycle": 2,

@@ -20,7 +20,7 @@ from app.chainlit_seam import held_until_first_message
 from app.errors import HistoryUnavailable
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
-from app.history.transcript import SHOWN_KEY, on_screen, relinked, shown_of
+from app.history.transcript import SHARING_KEYS, SHOWN_KEY, on_screen, relinked, shown_of
 from app.history.writer import SCRATCH, Writer
 
 if TYPE_CHECKING:
@@ -322,8 +322,11 @@ class ChatStore(BaseDataLayer):
         metadata: dict[str, Any] | None = None,
         tags: list[str] | None = None,
     ) -> None:
-        if metadata is not None:  # Chainlit's save of a session carries the copy it read at resume: stale
-            metadata = {key: value for key, value in metadata.items() if key != SHOWN_KEY}
+        if metadata is not None:
+            # Chainlit's save of a tab's session carries the copy of the chat's metadata it read at resume: the
+            # versions shown and the sharing are written only by what changes them (save_shown, the share route).
+            stale = (SHOWN_KEY, *SHARING_KEYS) if self.actor() is not None else (SHOWN_KEY,)
+            metadata = {key: value for key, value in metadata.items() if key not in stale}
         await self._save_thread(thread_id, name, user_id, metadata, tags)
 
     async def save_shown(self, thread_id: str, shown: dict[str, str]) -> None:

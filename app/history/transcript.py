@@ -27,6 +27,8 @@ SHOWN_KEY = "shown_versions"
 NOT_SENT = "not_sent"
 # Thread metadata key of the chat's own settings (Chainlit writes `chat_settings` only on disconnect).
 PREFERENCES_KEY = "chat_settings"
+# Chainlit's thread metadata keys of a chat its owner shares (its share route writes them): the first says so.
+SHARING_KEYS = ("is_shared", "shared_at")
 ENDINGS = frozenset(ending.value for ending in Ending)
 
 

@@ -27,6 +27,7 @@ HOSTILE = {
     "DATA_DIR": "/nonexistent/hostile-data",
     "DATABASE_URL": "postgresql://hostile:hostile@127.0.0.5:5999/hostile",
     "DATABASE_TIMEOUT": "0.25",
+    "SHARE_LINKS": "anyone",
     "VLLM_BASE_URL": "http://127.0.0.3:8003/v1",
     "MODEL_NAME": "hostile-model-name",
     "API_KEY": "hostile-key",
