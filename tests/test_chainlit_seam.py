@@ -11,11 +11,11 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
-import chainlit as cl
 import chainlit.server
 import pytest
 from chainlit.emitter import ChainlitEmitter
 from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, UpdateFeedbackRequest
+from fastapi import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from app import chainlit_seam as seam
@@ -133,13 +133,16 @@ def test_writes_are_held_until_the_first_message_by_chainlits_decorator():
     assert inspect.iscoroutinefunction(held) and held is not write
 
 
-async def test_a_stored_step_becomes_a_message_again():
+async def test_a_stored_step_goes_back_on_the_page_and_off_it_again():
     from chainlit.context import init_http_context
 
-    init_http_context()  # a message takes its chat from the context
+    init_http_context()  # the page's messages are a session's
     step = {"id": "s1", "createdAt": "2026-01-01T00:00:00Z", "output": "hi", "type": "user_message", "name": "User"}
-    message = cl.Message.from_dict(step)  # type: ignore[arg-type]  # the keys the seam's callers give
+    await seam.show_again(step)  # type: ignore[arg-type]  # the keys a stored step has
+    (message,) = seam.shown_messages()
     assert (message.id, message.content, message.type) == ("s1", "hi", "user_message")
+    await seam.hide(message)
+    assert seam.shown_messages() == []
 
 
 def test_the_shared_chat_and_page_routes_take_what_the_seam_gives_them():
@@ -148,11 +151,16 @@ def test_the_shared_chat_and_page_routes_take_what_the_seam_gives_them():
     assert list(inspect.signature(seam.chainlit_endpoint(seam.PAGE_ROUTE, "GET")).parameters) == ["request"]
 
 
-def test_the_login_dependency_the_open_route_asks_without_refusing_exists():
+async def test_the_open_route_asks_chainlits_login_dependency_without_refusing(monkeypatch):
     from chainlit.auth import get_current_user, reuseable_oauth
 
     assert list(inspect.signature(get_current_user).parameters) == ["token"]
     assert callable(reuseable_oauth) and reuseable_oauth.auto_error is False  # no token: None, not a 401
+    monkeypatch.setenv("CHAINLIT_CUSTOM_AUTH", "1")  # login required, as with the history on
+    monkeypatch.setenv("CHAINLIT_AUTH_SECRET", "contract-test-secret-" + "x" * 32)
+    with pytest.raises(HTTPException):
+        await get_current_user(token="forged")
+    assert await seam.user_if_logged_in(token=None) is None and await seam.user_if_logged_in(token="forged") is None
 
 
 def test_chainlit_asks_the_apps_thread_sharing_callback_with_the_thread_and_the_viewer():
