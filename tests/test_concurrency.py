@@ -90,7 +90,7 @@ async def test_64_sessions_3_turns_with_regenerates_keep_every_version_in_its_ow
         await tab.change_settings({"system_prompt": f"VERSIONS-{index}-ONLY", "max_tokens": 8})
         problems: list[str] = []
         for turn in range(TURNS):
-            produced = await tab.ask(f"session {index} turn {turn}", timeout=300)
+            produced = await tab.ask(f"versioned {index} turn {turn}", timeout=300)
             problems += [m["output"] for m in produced if m.get("isError")]
             mark = await regenerate(tab, timeout=300)
             problems += [m["output"] for m in tab.events_since(mark, "new_message") if m.get("isError")]
@@ -114,7 +114,7 @@ async def test_64_sessions_3_turns_with_regenerates_keep_every_version_in_its_ow
 
 async def versions_problems(app: ChatApp, index: int, tab: ChatClient, shown: list[dict[str, Any]]) -> list[str]:
     """What is wrong with the session's chat as stored: the branch shown, and both versions of every answer."""
-    asked = [f"session {index} turn {turn}" for turn in range(TURNS)]
+    asked = [f"versioned {index} turn {turn}" for turn in range(TURNS)]
     found: object = None
     deadline = time.monotonic() + 60  # under this load the history is written seconds after the answers
     while time.monotonic() < deadline:

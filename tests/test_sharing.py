@@ -52,7 +52,7 @@ async def shared_chat(app: ChatApp) -> tuple[ChatClient, str, list[str], dict[st
     """olga's chat, its older answer shown, not shared yet: her tab, the chat, the ids shown, the newer answer."""
     olga = await started_chat(app, credentials=("olga", "olga-password"))
     await olga.change_settings({"system_prompt": "OLGAS-PRIVATE-PROMPT"})
-    older = answer_of(await olga.ask("what olga shares"))
+    older = answer_of(await olga.ask("the shared question"))
     newer = newest_answer(olga, await regenerate(olga))
     await switch(olga, older["id"])
     await asyncio.sleep(0.3)  # the chat's last writes
@@ -90,7 +90,9 @@ async def test_a_shared_chat_shows_logged_in_users_its_branch_only_while_shared_
 async def test_a_shared_link_lets_its_viewer_write_rate_resume_or_continue_nothing_as_the_owner(share_app):
     olga, thread_id, shown, _ = await shared_chat(share_app)
     assert await share(olga, thread_id, True) == 200
-    vera = await started_chat(share_app, credentials=("vera", "vera-password"))  # a chat of her own
+    vera = await started_chat(share_app, credentials=("vera", "vera-password"))
+    answer_of(await vera.ask("a chat of her own"))
+    await asyncio.sleep(0.3)
     rating = {"feedback": {"forId": shown[1], "value": 0}, "sessionId": vera.session_id}
     assert (await vera.rest("PUT", "/feedback", rating))[0] == 404
     before = await vera.rest("POST", "/project/threads", {"pagination": {"first": 20}, "filter": {}})

@@ -45,6 +45,7 @@ class ChatClient:
     replies: dict[str, Reply] = field(default_factory=dict)
     settings_widgets: list[dict[str, Any]] = field(default_factory=list)
     events: list[tuple[str, Any]] = field(default_factory=list)
+    sent: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # messages sent, at their event position
     arrivals: list[float] = field(default_factory=list)  # perf_counter() of each event, for benchmarks
 
     def __post_init__(self) -> None:
@@ -153,19 +154,17 @@ class ChatClient:
     async def send(self, text: str, message_id: str | None = None) -> str:
         """Send a user message as the composer does; return its id."""
         message_id = message_id or str(uuid.uuid4())
-        payload = {
-            "message": {
-                "id": message_id,
-                "threadId": "",
-                "name": "User",
-                "type": "user_message",
-                "output": text,
-                "createdAt": datetime.now(UTC).isoformat(),
-                "metadata": {},
-            },
-            "fileReferences": [],
+        message = {
+            "id": message_id,
+            "threadId": "",
+            "name": "User",
+            "type": "user_message",
+            "output": text,
+            "createdAt": datetime.now(UTC).isoformat(),
+            "metadata": {},
         }
-        await self.sio.emit("client_message", payload)
+        self.sent.append((len(self.events), message))
+        await self.sio.emit("client_message", {"message": message, "fileReferences": []})
         return message_id
 
     async def edit(self, message_id: str, text: str) -> None:
@@ -211,11 +210,14 @@ class ChatClient:
     def page(self) -> list[dict[str, Any]]:
         """The messages the page shows now, oldest first, as the events left them (one put back goes last)."""
         shown: dict[str, dict[str, Any]] = {}
-        for event, data in self.events:
+        # The page shows a message it sends at once, before any event about it.
+        sent = [(at, ("sent_message", message)) for at, message in self.sent]
+        received = [(at, event) for at, event in enumerate(self.events)]
+        for _, (event, data) in sorted(sent + received, key=lambda item: item[0]):
             if event == "resume_thread":
                 shown = {step["id"]: step for step in data["steps"] if "message" in step["type"]}
-            elif event in ("new_message", "stream_start", "update_message") and "message" in data.get("type", ""):
-                if event != "update_message" or data["id"] in shown:
+            elif event in ("sent_message", "new_message", "stream_start", "update_message"):
+                if "message" in data.get("type", "") and (event != "update_message" or data["id"] in shown):
                     shown[data["id"]] = {**shown.get(data["id"], {}), **data}
             elif event == "delete_message":
                 shown.pop(data["id"], None)
