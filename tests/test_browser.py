@@ -77,10 +77,14 @@ def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
     return page
 
 
+# The screenshots the README shows (make screenshots copies them into docs/).
+README_SHOTS = ("english", "chinese", "history", "versions", "shared")
+
+
 def shoot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
-    if (target := os.environ.get("README_SCREENSHOTS")) and name in ("english", "chinese", "history"):
+    if (target := os.environ.get("README_SCREENSHOTS")) and name in README_SHOTS:
         Path(target).mkdir(parents=True, exist_ok=True)
         shutil.copy(SHOTS / f"{name}.png", Path(target) / f"{name}.png")
 
