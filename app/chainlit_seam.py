@@ -40,6 +40,10 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   the history (another version shown), and the stop button for a turn an action started.
 - `chainlit.config.config.ui.name`: the assistant's name in the Markdown export;
   `config.project.user_session_timeout`: a login's lifetime, from LOGIN_HOURS instead of config.toml.
+- `chainlit.config.FILES_DIRECTORY` (and `chainlit.server`'s copy): where sessions keep files (uploads, exports).
+  Chainlit uses `.files` in the app's directory and deletes it at shutdown, so one app process stopping would take
+  away the files of every other process run from the same directory (a replica, a second `make chat`); each
+  process gets a directory of its own in it.
 """
 
 from __future__ import annotations
@@ -47,10 +51,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
+import shutil
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any, TypeVar, cast
 
 import chainlit as cl
+import chainlit.config as chainlit_config
+import chainlit.server as chainlit_server
 from chainlit.auth import get_current_user, reuseable_oauth
 from chainlit.auth.cookie import get_token_from_cookies
 from chainlit.chat_context import chat_context
@@ -86,6 +94,8 @@ PAGE_ROUTE = "/{full_path:path}"
 SHARED_CHAT_ROUTE = "/project/share/{thread_id}"
 # Chainlit's login routes the app runs its own code around (throttling, ending sessions, no renewal).
 LOGIN_ROUTES = (("/login", "POST"), ("/logout", "POST"), ("/auth/jwt", "POST"))
+# A process's own directory in Chainlit's files directory: this, then its process id.
+FILES_OF_PROCESS = "process-"
 Handler = Callable[..., Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Looks at a route's parameters (by name, as Chainlit's function takes them) and raises HTTPException to refuse.
@@ -340,6 +350,33 @@ def is_current_task(task: asyncio.Task[None]) -> bool:
 def set_login_lifetime(seconds: int) -> None:
     """How long a login token (and its cookie) lasts."""
     config.project.user_session_timeout = seconds
+
+
+def own_files_directory() -> None:
+    """Keep this process's session files in a directory of its own, which Chainlit deletes at its shutdown.
+
+    The directories of processes that were killed (and so could not delete theirs) are deleted here.
+    """
+    shared = chainlit_config.FILES_DIRECTORY
+    for directory in shared.glob(f"{FILES_OF_PROCESS}*"):
+        pid = directory.name.removeprefix(FILES_OF_PROCESS)
+        if pid.isdigit() and not is_alive(int(pid)):
+            shutil.rmtree(directory, ignore_errors=True)
+    own = shared / f"{FILES_OF_PROCESS}{os.getpid()}"
+    own.mkdir(parents=True, exist_ok=True)
+    chainlit_config.FILES_DIRECTORY = own
+    chainlit_server.FILES_DIRECTORY = own  # type: ignore[attr-defined]  # its shutdown deletes this one
+
+
+def is_alive(pid: int) -> bool:
+    """Whether a process of this id runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def assistant_name() -> str:

@@ -28,6 +28,7 @@ from app.ui.versions import draw_lines, switch_version
 from app.web.protection import protect
 
 settings = get_settings()
+seam.own_files_directory()
 backend = Backend(settings)
 history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
 guards.install(history.store)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -167,3 +168,19 @@ def test_chainlit_asks_the_apps_thread_sharing_callback_with_the_thread_and_the_
     code = "".join(inspect.getsource(seam.chainlit_endpoint(seam.SHARED_CHAT_ROUTE, "GET")).split())
     assert "on_shared_thread_view(thread,current_user)" in code
     assert 'metadata.get("is_shared")' in code  # a chat marked shared is shown whatever the callback says
+
+
+def test_chainlit_keeps_session_files_under_the_directory_the_seam_moves(tmp_path, monkeypatch):
+    import chainlit.config
+    from chainlit.session import WebsocketSession
+
+    monkeypatch.setattr(chainlit.config, "FILES_DIRECTORY", tmp_path)
+    monkeypatch.setattr(chainlit.server, "FILES_DIRECTORY", tmp_path)  # the one its shutdown deletes
+    dead = tmp_path / "process-999999999"
+    dead.mkdir()
+    seam.own_files_directory()
+    own = tmp_path / f"process-{os.getpid()}"
+    assert own == vars(chainlit.server)["FILES_DIRECTORY"] and own.is_dir() and not dead.exists()
+    session = WebsocketSession.__new__(WebsocketSession)
+    session.id = "a-session"
+    assert session.files_dir == own / "a-session"

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 from app.history.database import create_engine, database_url
 from app.history.schema import elements, feedbacks, steps, threads
 from tests.support.chat_client import ChatClient, widget_values
-from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment
+from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment, running
 
 pytestmark = pytest.mark.app
 
@@ -237,6 +238,20 @@ async def export(tab: ChatClient, name: str) -> str:
     return content if isinstance(content, str) else json.dumps(content)
 
 
+async def test_another_app_of_the_same_directory_stopping_leaves_this_ones_files(history_app, vllm):
+    tab = await started_chat(history_app)
+    answer_of(await tab.ask("asked before the other app stops"))
+    with running(ChatApp(vllm)):  # a replica or a second `make chat` run from the same directory
+        pass
+    assert "asked before the other app stops" in await export(tab, "export_markdown")
+    await tab.close()
+
+
+def files_of_dead_processes() -> list[Path]:
+    """Session-file directories of app processes that no longer run, in the project's Chainlit files directory."""
+    return [d for d in (ROOT / ".files").glob("process-*") if not Path(f"/proc/{d.name.split('-')[1]}").exists()]
+
+
 async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
     app = ChatApp(vllm)
     app.start()
@@ -249,6 +264,7 @@ async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
         app.running.end(signal.SIGKILL)
         await tab.wait_for(lambda: not tab.sio.connected, 30)
         app.start()
+        assert not files_of_dead_processes()  # the killed process's session files went at the restart
         database = sqlite3.connect(app.data_dir / "chat.db")  # type: ignore[operator]
         assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         database.close()
