@@ -79,6 +79,10 @@ class Branches:
             self.shown[parent] = message_id
         return self.shown.get(parent) != before
 
+    def newest(self) -> str:
+        """The message added last (ROOT in an empty chat): what a stored question that names none follows."""
+        return next(reversed(self.steps), ROOT)
+
     def last_question(self) -> str | None:
         """The newest question on the branch shown."""
         return next((i for i in reversed(self.path()) if is_question(self.steps[i])), None)

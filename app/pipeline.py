@@ -69,7 +69,8 @@ class Pipeline:
             await self.refuse(chat, refusal)
             return
         with self.turn(chat):
-            await place(question, parent)
+            if parent != chat.branches.newest():  # otherwise its place goes without saying (one write less)
+                await place(question, parent)
             await self.settle(chat, question.to_dict(), parent)
             await show_line(chat, question.id, history=self.history_on)
             await self.answer(chat, question.id)

@@ -19,7 +19,8 @@ from app.stats import AnswerStats
 # Step metadata key under which an answer (or the error that replaced it) records its turn.
 TURN_KEY = "turn"
 # Step metadata key of a question: the message it follows (ROOT: none), or None for a message outside the
-# conversation (refused). Absent: a question stored before versions existed, which follows the one before it.
+# conversation (refused). Absent: the question follows the message stored before it (a question typed after
+# the newest message, which saves a write per turn, or one stored before versions existed).
 FOLLOWS = "follows"
 # Thread metadata key of which version is shown where (the app's alone: Chainlit never writes it).
 SHOWN_KEY = "shown_versions"
@@ -104,8 +105,8 @@ def parent_of(step: Step, tree: Branches) -> str | None:
         return None
     if isinstance(follows, str) and (follows == ROOT or follows in tree.steps):
         return follows
-    # Stored before versions existed (or the app stopped before saving where it stands): chats were one line.
-    return next(reversed(tree.steps), ROOT)
+    # Typed after the newest message (its place goes without saying), or stored before versions existed.
+    return tree.newest()
 
 
 def on_screen(steps: Sequence[Step], shown: Mapping[str, str]) -> list[Step]:
