@@ -40,6 +40,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   the history (another version shown), and the stop button for a turn an action started.
 - `chainlit.config.config.ui.name`: the assistant's name in the Markdown export;
   `config.project.user_session_timeout`: a login's lifetime, from LOGIN_HOURS instead of config.toml.
+  `config.features.favorites`: turned off with the history off (favourite prompts are kept there; the page
+  would offer a star that keeps nothing).
 """
 
 from __future__ import annotations
@@ -340,6 +342,11 @@ def is_current_task(task: asyncio.Task[None]) -> bool:
 def set_login_lifetime(seconds: int) -> None:
     """How long a login token (and its cookie) lasts."""
     config.project.user_session_timeout = seconds
+
+
+def turn_off_favourites() -> None:
+    """No favourite prompts: the page shows no star, and Chainlit's favourite events do nothing."""
+    config.features.favorites = False
 
 
 def assistant_name() -> str:

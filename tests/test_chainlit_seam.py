@@ -167,3 +167,15 @@ def test_chainlit_asks_the_apps_thread_sharing_callback_with_the_thread_and_the_
     code = "".join(inspect.getsource(seam.chainlit_endpoint(seam.SHARED_CHAT_ROUTE, "GET")).split())
     assert "on_shared_thread_view(thread,current_user)" in code
     assert 'metadata.get("is_shared")' in code  # a chat marked shared is shown whatever the callback says
+
+
+def test_chainlits_favourites_follow_the_feature_flag_the_seam_turns_off(monkeypatch):
+    from chainlit import socket
+    from chainlit.config import config
+
+    for handler in (socket.message_favorite, socket.fetch_favorites):
+        assert "config.features.favorites" in inspect.getsource(handler), handler.__name__
+    assert "cfg.features.model_dump()" in inspect.getsource(seam.chainlit_endpoint("/project/settings", "GET"))
+    monkeypatch.setattr(config.features, "favorites", True)
+    seam.turn_off_favourites()
+    assert config.features.favorites is False
