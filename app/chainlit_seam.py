@@ -40,6 +40,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   the history (another version shown), and the stop button for a turn an action started.
 - `chainlit.config.config.ui.name`: the assistant's name in the Markdown export;
   `config.project.user_session_timeout`: a login's lifetime, from LOGIN_HOURS instead of config.toml.
+  `config.features.favorites`: turned off with the history off (favourite prompts are kept there; the page
+  would offer a star that keeps nothing).
 - `chainlit.config.FILES_DIRECTORY` (and `chainlit.server`'s copy): where sessions keep files (uploads, exports).
   Chainlit uses `.files` in the app's directory and deletes it at shutdown, so one app process stopping would take
   away the files of every other process run from the same directory (a replica, a second `make chat`); each
@@ -377,6 +379,11 @@ def is_alive(pid: int) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
+
+
+def turn_off_favourites() -> None:
+    """No favourite prompts: the page shows no star, and Chainlit's favourite events do nothing."""
+    config.features.favorites = False
 
 
 def assistant_name() -> str:

@@ -36,6 +36,12 @@ class Problem(StrEnum):
     ANSWERS_AT_ONCE = "answers_at_once"
     TOO_MANY_MESSAGES = "too_many_messages"
     QUOTA_USED = "quota_used"
+    PRESET_NAME = "preset_name"
+    PRESET_BUILT_IN = "preset_built_in"
+    PRESET_NAME_TAKEN = "preset_name_taken"
+    PRESET_MISSING = "preset_missing"
+    PRESETS_TOO_MANY = "presets_too_many"
+    PRESETS_NEED_HISTORY = "presets_need_history"
 
 
 class ChatError(AppError):

@@ -45,6 +45,34 @@ TEXT: dict[str, dict[str, str]] = {
         "tip_max_tokens": "The longest answer, in tokens. Lowered if the conversation leaves less room.",
         "tip_repetition_penalty": "Above 1 discourages the model from repeating itself.",
         "tip_system_prompt": "Instructions the model sees before the conversation.",
+        "preset_balanced": "Balanced",
+        "preset_balanced_about": "The model's own recommended settings: for most questions.",
+        "preset_precise": "Precise",
+        "preset_precise_about": "Little randomness: the same question gets much the same careful answer.",
+        "preset_precise_prompt": "You are ERNIE, a careful assistant. Answer accurately and to the point, "
+        "and say so when you are not sure.",
+        "preset_creative": "Creative",
+        "preset_creative_about": "More randomness: varied, inventive answers, for stories and ideas.",
+        "preset_creative_prompt": "You are ERNIE, an imaginative assistant. Be inventive and vivid, "
+        "and offer unexpected ideas.",
+        "preset_translate": "Translate zh↔en",
+        "preset_translate_about": "Translates each message: Chinese into English, anything else into Chinese.",
+        "preset_translate_prompt": "You are a translator. Translate the user's message: Chinese into English, "
+        "any other language into Simplified Chinese. Reply with the translation only.",
+        "preset_own_about": "Your own preset.",
+        "preset_summary": "temperature {temperature:g} · top-p {top_p:g} · up to {max_tokens} tokens · "
+        "repetition penalty {repetition_penalty:g}",
+        "preset_saved": "Saved your preset “{name}”. Pick it in the list at the top when you start a chat "
+        "(reload the page if it is not there yet).",
+        "preset_replaced": "Your preset “{name}” now has these settings.",
+        "preset_renamed": "Renamed your preset to “{name}”.",
+        "preset_deleted": "Deleted your preset “{name}”.",
+        "label_preset_save": "Save these settings as a preset named",
+        "tip_preset_save": "Type a name and confirm: new chats can start with these settings "
+        "(a preset of yours with that name gets them).",
+        "label_preset_pick": "Your presets",
+        "label_preset_rename": "Rename it to",
+        "label_preset_delete": "Delete it",
         Problem.UNREACHABLE: "The model server at {server} is not reachable. "
         "Start it with `make serve` (or check VLLM_BASE_URL), then send your message again.",
         Problem.TIMEOUT: "The model server at {server} did not answer in time. It may be overloaded; try again.",
@@ -66,6 +94,14 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.TOO_MANY_MESSAGES: "You sent {limit} messages in the last minute. Try again in {seconds} s.",
         Problem.QUOTA_USED: "You have used today's {limit} tokens. The quota starts again at midnight (UTC), "
         "in {hours} h.",
+        Problem.PRESET_NAME: "A preset's name is one line of at most {limit} characters. Type another.",
+        Problem.PRESET_BUILT_IN: "That is the name of a built-in preset. Choose another name.",
+        Problem.PRESET_NAME_TAKEN: "You already have a preset named “{name}”. Choose another name.",
+        Problem.PRESET_MISSING: "You have no preset named “{name}” (any more).",
+        Problem.PRESETS_TOO_MANY: "You have as many presets as you can keep. Delete one, or save under the name "
+        "of one to replace it.",
+        Problem.PRESETS_NEED_HISTORY: "Saving presets needs the chat history and a login, which are off here "
+        "(HISTORY=false). The built-in presets work.",
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
@@ -107,6 +143,29 @@ TEXT: dict[str, dict[str, str]] = {
         "tip_max_tokens": "回答的最大长度（token）。对话剩余空间不足时会自动降低。",
         "tip_repetition_penalty": "大于 1 可减少模型重复。",
         "tip_system_prompt": "模型在对话之前看到的指令。",
+        "preset_balanced": "均衡",
+        "preset_balanced_about": "模型推荐的默认设置：适合大多数问题。",
+        "preset_precise": "精确",
+        "preset_precise_about": "随机性低：同样的问题得到基本相同、严谨的回答。",
+        "preset_precise_prompt": "你是 ERNIE，一个严谨的助手。回答要准确、切题；不确定时请直说。",
+        "preset_creative": "创意",
+        "preset_creative_about": "随机性高：回答多样、新颖，适合故事和点子。",
+        "preset_creative_prompt": "你是 ERNIE，一个富有想象力的助手。回答要新颖、生动，可以提出意想不到的想法。",
+        "preset_translate": "中英互译",
+        "preset_translate_about": "翻译每条消息：中文译成英文，其他语言译成中文。",
+        "preset_translate_prompt": "你是一名翻译。翻译用户的消息：中文译成英文，其他语言译成简体中文。只回复译文。",
+        "preset_own_about": "你自己的预设。",
+        "preset_summary": "温度 {temperature:g} · top-p {top_p:g} · 最多 {max_tokens} 个 token · "
+        "重复惩罚 {repetition_penalty:g}",
+        "preset_saved": "已保存你的预设“{name}”。开始新对话时可在顶部的列表中选择它（如果还没有出现，请刷新页面）。",
+        "preset_replaced": "你的预设“{name}”已更新为这些设置。",
+        "preset_renamed": "已将你的预设重命名为“{name}”。",
+        "preset_deleted": "已删除你的预设“{name}”。",
+        "label_preset_save": "将这些设置保存为预设，名称",
+        "tip_preset_save": "输入名称并确认：新对话可以使用这些设置开始（同名的预设会被更新）。",
+        "label_preset_pick": "你的预设",
+        "label_preset_rename": "重命名为",
+        "label_preset_delete": "删除它",
         Problem.UNREACHABLE: (
             "无法连接模型服务器 {server}。请用 `make serve` 启动（或检查 VLLM_BASE_URL），然后重新发送消息。"
         ),
@@ -126,6 +185,14 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.ANSWERS_AT_ONCE: "你在其他标签页中已有 {limit} 个回答正在生成。请等其中一个完成（或停止它）后再发送。",
         Problem.TOO_MANY_MESSAGES: "你在过去一分钟内发送了 {limit} 条消息。请在 {seconds} 秒后再试。",
         Problem.QUOTA_USED: "你今天的 {limit} 个 token 已用完。额度将在 UTC 午夜（{hours} 小时后）重置。",
+        Problem.PRESET_NAME: "预设名称为一行，最多 {limit} 个字符。请换一个。",
+        Problem.PRESET_BUILT_IN: "这是内置预设的名称。请换一个名称。",
+        Problem.PRESET_NAME_TAKEN: "你已有名为“{name}”的预设。请换一个名称。",
+        Problem.PRESET_MISSING: "你没有（或已不再有）名为“{name}”的预设。",
+        Problem.PRESETS_TOO_MANY: "你的预设已达上限。请删除一个，或以已有预设的名称保存来替换它。",
+        Problem.PRESETS_NEED_HISTORY: (
+            "保存预设需要聊天历史记录和登录，而此处已关闭（HISTORY=false）。内置预设仍可使用。"
+        ),
     },
 }
 

@@ -10,20 +10,21 @@ import chainlit as cl
 from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
-from app import guards, lifecycle, metrics, origins, readiness, sharing
+from app import guards, lifecycle, metrics, origins, presets, readiness, sharing
 from app.backend import Backend
 from app.config import get_settings
+from app.history.presets import PresetStore
 from app.history.service import fair_shares, start
 from app.history.transcript import placed, resumed_chat
 from app.i18n import language_of, text
 from app.pipeline import Pipeline
 from app.preferences import Preferences, apply_changes
 from app.session import ChatSession
+from app.ui import presets as preset_fields
 from app.ui.answer_controls import FORK, SHOW_VERSION
 from app.ui.exports import send_export
 from app.ui.forks import fork
 from app.ui.greeting import greet
-from app.ui.settings_panel import settings_panel
 from app.ui.versions import draw_lines, switch_version
 from app.web.protection import protect
 
@@ -40,6 +41,9 @@ origins.lock(settings.origins, settings.hosts)
 shares = fair_shares(settings, history)
 pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares)
 metrics.serve("127.0.0.1", settings.metrics_port)
+preset_store = PresetStore(history.store.writer) if history.store is not None else None
+if history.store is None:
+    seam.turn_off_favourites()  # favourite prompts are kept in the history
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
@@ -64,12 +68,21 @@ async def close_backend() -> None:
     await backend.aclose()
 
 
+@cl.set_chat_profiles
+async def chat_profiles(user: cl.User | None, language: str | None = None) -> list[cl.ChatProfile]:
+    """The presets to start a chat with: the built-in ones and the user's own."""
+    lang = language_of(settings.language or language)
+    return await presets.chat_profiles(user.identifier if user else None, lang, settings, preset_store)
+
+
 @cl.on_chat_start
 async def on_chat_start() -> None:
-    """Set up the session, show the settings and greet (or say what we wait for)."""
-    chat = ChatSession(preferences=Preferences.defaults(settings), lang=session_language(), user=seam.tab_user())
+    """Set up the session with the preset picked, show the settings and greet (or say what we wait for)."""
+    user, lang, profile = seam.tab_user(), session_language(), cl.user_session.get("chat_profile")
+    preferences = await presets.starting_preferences(profile, user, lang, settings, preset_store)
+    chat = ChatSession(preferences=preferences, lang=lang, user=user)
     lifecycle.arrive(chat)
-    await settings_panel(chat, settings.max_tokens_limit).send()
+    await preset_fields.send_panel(chat, settings.max_tokens_limit, preset_store)
     await greet(chat, backend, settings)
 
 
@@ -80,21 +93,23 @@ async def on_chat_resume(thread: ThreadDict) -> None:
     chat = resumed_chat(thread, steps, Preferences.defaults(settings), settings.max_tokens_limit, session_language())
     chat.user = seam.tab_user()
     lifecycle.arrive(chat)
-    await settings_panel(chat, settings.max_tokens_limit).send()
+    await preset_fields.send_panel(chat, settings.max_tokens_limit, preset_store)
 
 
 @seam.instead_of_chainlit("chat_settings_change")
 async def on_settings_change(changes: Any) -> dict[str, list[str]]:
-    """Validate and apply settings; rejected ones keep their last good value (Chainlit's handler would fail)."""
+    """Validate and apply settings (rejected ones keep their last good value); save, rename or delete a preset."""
     chat = lifecycle.current()
     if chat is None:  # before on_chat_start ran: there is nothing to apply them to yet
         return {"rejected": ["the chat has not started yet"]}
+    changes, requests = preset_fields.split_requests(changes)
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
     seam.keep_chat_settings(chat.preferences.model_dump())
     await history.save_preferences(chat.preferences.model_dump())
     if rejected:
         await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
-        await settings_panel(chat, settings.max_tokens_limit).send()
+    if await preset_fields.act(chat, requests, preset_store) or rejected:
+        await preset_fields.send_panel(chat, settings.max_tokens_limit, preset_store)
     return {"rejected": rejected}
 
 

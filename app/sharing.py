@@ -35,8 +35,8 @@ def may_view(thread: ThreadDict, viewer: object, *, anyone: bool) -> bool:
     """Whether a chat's link shows it: only while its owner shares it (to a logged-in viewer, or to anyone).
 
     Chainlit also shows a chat whose metadata says it is shared, and sends this very dict: what is private
-    (owner, settings, message metadata, ratings, the owner's login name) is taken out of it here. The store
-    gives only the branch shown.
+    (owner, settings, the preset it began with, message metadata, ratings, the owner's login name) is taken out
+    of it here. The store gives only the branch shown.
     """
     metadata = thread.get("metadata")
     shared = isinstance(metadata, dict) and metadata.get(SHARING_KEYS[0]) is True
@@ -48,6 +48,7 @@ def redact(thread: dict[str, Any]) -> None:
     """A chat as its link shows it: its name, time, and each message's text; nothing about its owner."""
     for key in ("userId", "userIdentifier"):
         thread.pop(key, None)
+    thread["tags"] = None  # the preset it began with: maybe one of the owner's own
     metadata = thread.get("metadata")
     if isinstance(metadata, dict):  # in place: Chainlit puts its own reference back into the thread
         for key in [key for key in metadata if key not in SHARING_KEYS]:

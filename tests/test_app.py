@@ -38,7 +38,8 @@ async def test_greets_in_the_browser_language(chat_app):
         text = await tab.greeting()
         assert word in text and "ernie-tiny" in text
         ids = [w["id"] for w in tab.settings_widgets]
-        assert ids == ["temperature", "top_p", "max_tokens", "repetition_penalty", "system_prompt"]
+        # The settings, then a name to save them under as a preset (the local user has no presets yet).
+        assert ids == ["temperature", "top_p", "max_tokens", "repetition_penalty", "system_prompt", "preset_save"]
         await tab.close()
 
 

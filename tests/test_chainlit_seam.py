@@ -184,3 +184,15 @@ def test_chainlit_keeps_session_files_under_the_directory_the_seam_moves(tmp_pat
     session = WebsocketSession.__new__(WebsocketSession)
     session.id = "a-session"
     assert session.files_dir == own / "a-session"
+
+
+def test_chainlits_favourites_follow_the_feature_flag_the_seam_turns_off(monkeypatch):
+    from chainlit import socket
+    from chainlit.config import config
+
+    for handler in (socket.message_favorite, socket.fetch_favorites):
+        assert "config.features.favorites" in inspect.getsource(handler), handler.__name__
+    assert "cfg.features.model_dump()" in inspect.getsource(seam.chainlit_endpoint("/project/settings", "GET"))
+    monkeypatch.setattr(config.features, "favorites", True)
+    seam.turn_off_favourites()
+    assert config.features.favorites is False

@@ -298,6 +298,14 @@ def run_users(app: ChatApp, *args: str, password: str = "") -> subprocess.Comple
     )
 
 
+def app_with_users(vllm: VllmServer, *names: str) -> ChatApp:
+    """An app (not started) with password login for these users, each with the password `<name>-password`."""
+    app = ChatApp(vllm)
+    for name in names:
+        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+    return app
+
+
 @pytest.fixture(scope="module")
 def two_user_app(vllm: VllmServer):
     """An app with password login and two users, alice and bob."""

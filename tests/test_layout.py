@@ -36,6 +36,7 @@ LAYERS = {
     "app.metrics": 0,
     "app.shares": 2,
     "app.sharing": 2,
+    "app.presets": 2,
     "app.web": 1,
     "app.web.protection": 2,
     "app.lifecycle": 2,

@@ -113,6 +113,19 @@ usage = sa.Table(
 )
 
 
+# Each user's own presets: a name and the settings it sets (app/presets.py); a name is unique per user.
+presets = sa.Table(
+    "presets",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("preferences", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.UniqueConstraint("user_id", "name", name="uq_presets_user_name"),
+)
+
+
 def timestamp() -> str:
     """Now, as Chainlit writes times (UTC, microseconds, Z): such strings sort in time order."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import uuid
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 # Scratch key of the chats a transaction created, known to other writes only once it commits (they run in
 # parallel on PostgreSQL, and a step must never reference a thread row that is not committed yet).
 NEW_THREADS = "new_threads"
+# The most favourite prompts the page's list offers (the newest).
+MOST_FAVOURITES = 50
 logger = logging.getLogger(__name__)
 
 
@@ -452,11 +455,47 @@ class ChatStore(BaseDataLayer):
                 step["parentId"] = None
         return thread_dict(thread._mapping, step_list, list(element_rows))
 
-    # ---- the rest of the interface -----------------------------------------------------
+    # ---- favourite prompts (Chainlit's `favorites`: a star on one's own messages) ------------
 
     async def get_favorite_steps(self, user_id: str) -> list[StepDict]:
-        # Favourites are off in .chainlit/config.toml: the page never asks.
+        """The messages a user starred, newest first: only in their own chats (none while the database fails)."""
+        query = (
+            sa.select(steps, *(sa.null().label(name) for name in ("feedback_id", "value", "comment")))
+            .select_from(steps.join(threads, threads.c.id == steps.c.thread_id))
+            .where(threads.c.user_id == user_id, steps.c.type == "user_message", self._starred)
+            .order_by(steps.c.created_at.desc(), steps.c.id)
+            .limit(MOST_FAVOURITES)
+        )
+        with contextlib.suppress(HistoryUnavailable):  # logged by the writer; the page shows none
+            rows = await self.writer.read("list your favourite prompts", lambda c: c.execute(query).all())
+            return [step_dict(row._mapping) for row in rows]
         return []
+
+    async def set_step_favorite(self, step_dict: StepDict, favorite: bool) -> StepDict:
+        """Star or unstar a message of the tab user's own chats; only the star changes (Chainlit's rewrites all)."""
+        actor, what, step_id = self.actor(), "keep a favourite prompt", step_dict["id"]
+
+        def work(connection: Connection) -> None:
+            row = connection.execute(
+                sa.select(steps.c.thread_id, steps.c.metadata).where(steps.c.id == step_id)
+            ).first()
+            if row is None or actor is None or not self._writable(connection, row.thread_id, actor, what):
+                return
+            starred = {**(row.metadata or {}), "favorite": favorite}
+            connection.execute(sa.update(steps).where(steps.c.id == step_id).values(metadata=starred))
+
+        await self.writer.write_in_background(what, work)
+        return cast("StepDict", {**step_dict, "metadata": {**(step_dict.get("metadata") or {}), "favorite": favorite}})
+
+    @functools.cached_property
+    def _starred(self) -> sa.ColumnElement[bool]:
+        """A step's metadata says favourite: true (compared as text on PostgreSQL, where a cast could fail)."""
+        flag = steps.c.metadata["favorite"]
+        postgresql = self.engine.dialect.name == "postgresql"
+        starred = flag.as_string() == "true" if postgresql else flag.as_boolean().is_(True)
+        return cast("sa.ColumnElement[bool]", starred)
+
+    # ---- the rest of the interface -----------------------------------------------------
 
     async def build_debug_url(self) -> str:
         return ""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import socketio
@@ -39,6 +40,7 @@ class ChatClient:
     # Password login (name, password); None: the local user where the app has one, else nobody.
     credentials: tuple[str, str] | None = None
     thread_id: str = ""  # a past chat to resume
+    chat_profile: str = ""  # the preset picked for a new chat (Chainlit's chat profile)
     cookies: dict[str, str] = field(default_factory=dict)
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -110,7 +112,7 @@ class ChatClient:
             "sessionId": self.session_id,
             "threadId": self.thread_id,
             "userEnv": "{}",
-            "chatProfile": "",
+            "chatProfile": quote(self.chat_profile),  # the page URL-encodes it
         }
         await self.sio.connect(
             self.url,

@@ -1,0 +1,102 @@
+"""A user's own presets in the settings panel: save the chat's settings under a name, rename or delete one."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any
+
+import chainlit as cl
+from chainlit.input_widget import InputWidget, Select, Switch, TextInput
+
+from app import chainlit_seam as seam
+from app.errors import ChatError, HistoryUnavailable, Problem
+from app.history.presets import Outcome, PresetStore
+from app.i18n import error_text, text
+from app.presets import preset_name
+from app.session import ChatSession
+from app.ui.notices import show
+from app.ui.settings_panel import settings_panel
+
+# The panel's widgets for presets (their values are requests, not settings of the chat).
+SAVE, PICK, RENAME, DELETE = "preset_save", "preset_pick", "preset_rename", "preset_delete"
+FIELDS = (SAVE, PICK, RENAME, DELETE)
+FAILURES = {Outcome.TOO_MANY: Problem.PRESETS_TOO_MANY, Outcome.NAME_TAKEN: Problem.PRESET_NAME_TAKEN}
+MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+
+
+def split_requests(changes: Any) -> tuple[Any, dict[str, Any]]:
+    """The panel's values: the chat's settings, and what it asks of the user's presets."""
+    if not isinstance(changes, dict):
+        return changes, {}
+    return {k: v for k, v in changes.items() if k not in FIELDS}, {k: v for k, v in changes.items() if k in FIELDS}
+
+
+async def send_panel(chat: ChatSession, max_tokens_limit: int, store: PresetStore | None) -> None:
+    """The settings panel with the chat's settings, and the fields for the user's presets."""
+    names: list[str] = []
+    if store is not None and chat.user is not None:
+        with contextlib.suppress(HistoryUnavailable):  # logged by the store; the panel shows the settings
+            names = [preset.name for preset in await store.list(chat.user)]
+    panel = settings_panel(chat, max_tokens_limit)
+    panel.inputs = [*panel.inputs, *preset_widgets(chat.lang, names)]
+    await panel.send()
+    seam.keep_chat_settings(chat.preferences.model_dump())  # the panel's preset fields are not the chat's
+
+
+def preset_widgets(lang: str, names: list[str]) -> list[InputWidget]:
+    """A name to save the settings under; with presets of one's own, one to rename or delete."""
+    widgets: list[InputWidget] = [
+        TextInput(id=SAVE, label=text(lang, "label_preset_save"), tooltip=text(lang, "tip_preset_save"), initial="")
+    ]
+    if names:
+        widgets += [
+            Select(id=PICK, label=text(lang, "label_preset_pick"), values=names, initial_index=0),
+            TextInput(id=RENAME, label=text(lang, "label_preset_rename"), initial=""),
+            Switch(id=DELETE, label=text(lang, "label_preset_delete"), initial=False),
+        ]
+    return widgets
+
+
+async def act(chat: ChatSession, requests: dict[str, Any], store: PresetStore | None) -> bool:
+    """Do what the panel asks of the user's presets, saying how it went; False if it asked nothing."""
+    save, new_name, picked = (typed(requests.get(field)) for field in (SAVE, RENAME, PICK))
+    delete = requests.get(DELETE) is True
+    if not (save or (picked and (delete or new_name))):
+        return False
+    try:
+        if store is None or chat.user is None:
+            raise ChatError(Problem.PRESETS_NEED_HISTORY)
+        if save:
+            name = preset_name(save)
+            await report(chat, await store.save(chat.user, name, chat.preferences.model_dump()), name)
+        if picked and delete:
+            await report(chat, await store.delete(chat.user, picked), picked)
+        elif picked and new_name:
+            name = preset_name(new_name)
+            outcome = await store.rename(chat.user, picked, name)
+            await report(chat, outcome, picked if outcome is Outcome.NOT_FOUND else name)
+    except ChatError as error:
+        await show(cl.ErrorMessage(content=error_text(chat.lang, error)))
+    except HistoryUnavailable:  # logged by the store
+        await show(cl.ErrorMessage(content=text(chat.lang, "history_unavailable")))
+    return True
+
+
+async def report(chat: ChatSession, outcome: Outcome, name: str) -> None:
+    """Say what became of a preset; ChatError for a change refused."""
+    if outcome in FAILURES:
+        raise ChatError(FAILURES[outcome], name=quoted(name))
+    if outcome is Outcome.NOT_FOUND:
+        raise ChatError(Problem.PRESET_MISSING, name=quoted(name))
+    await show(cl.Message(content=text(chat.lang, f"preset_{outcome.value}", name=quoted(name))))
+
+
+def typed(value: Any) -> str:
+    """A text field's value, trimmed ("" for anything but text: a client may send any JSON)."""
+    return value.strip() if isinstance(value, str) else ""
+
+
+def quoted(name: str) -> str:
+    """A preset's name as literal text in a message rendered as Markdown."""
+    return MARKDOWN.sub(r"\\\1", name)
