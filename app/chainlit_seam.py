@@ -40,6 +40,9 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   the history (another version shown), and the stop button for a turn an action started.
 - `chainlit.config.config.ui.name`: the assistant's name in the Markdown export;
   `config.project.user_session_timeout`: a login's lifetime, from LOGIN_HOURS instead of config.toml.
+- `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
+  (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
+  before the app's settings; the page and Chainlit's upload route both check them.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ import chainlit as cl
 from chainlit.auth import get_current_user, reuseable_oauth
 from chainlit.auth.cookie import get_token_from_cookies
 from chainlit.chat_context import chat_context
-from chainlit.config import config
+from chainlit.config import SpontaneousFileUploadFeature, config
 from chainlit.context import ChainlitContextException, init_ws_context
 from chainlit.data.utils import queue_until_user_message as chainlit_queue_until_user_message
 from chainlit.server import app as server
@@ -340,6 +343,13 @@ def is_current_task(task: asyncio.Task[None]) -> bool:
 def set_login_lifetime(seconds: int) -> None:
     """How long a login token (and its cookie) lasts."""
     config.project.user_session_timeout = seconds
+
+
+def allow_uploads(accept: dict[str, list[str]], max_files: int, max_size_mb: int) -> None:
+    """Files attached to messages (button and drag-and-drop): these types (MIME pattern: name endings), count, size."""
+    config.features.spontaneous_file_upload = SpontaneousFileUploadFeature(
+        enabled=True, accept=accept, max_files=max_files, max_size_mb=max_size_mb
+    )
 
 
 def assistant_name() -> str:

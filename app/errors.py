@@ -36,6 +36,14 @@ class Problem(StrEnum):
     ANSWERS_AT_ONCE = "answers_at_once"
     TOO_MANY_MESSAGES = "too_many_messages"
     QUOTA_USED = "quota_used"
+    TOO_MANY_FILES = "too_many_files"
+    FILE_TYPE = "file_type"
+    FILE_TOO_BIG = "file_too_big"
+    FILE_NOT_TEXT = "file_not_text"
+    FILE_NOT_PDF = "file_not_pdf"
+    FILE_ENCRYPTED = "file_encrypted"
+    FILE_NO_TEXT = "file_no_text"
+    FILE_TOO_LONG = "file_too_long"
 
 
 class ChatError(AppError):

@@ -10,7 +10,7 @@ import chainlit as cl
 from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
-from app import guards, lifecycle, metrics, origins, readiness, sharing
+from app import guards, lifecycle, metrics, origins, readiness, sharing, uploads
 from app.backend import Backend
 from app.config import get_settings
 from app.history.service import fair_shares, start
@@ -32,12 +32,13 @@ backend = Backend(settings)
 history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
 guards.install(history.store)
 sharing.install(settings)
+uploads.install(settings)
 readiness.install(backend, history.store)
 # Each middleware goes around those before it: the Host and Origin checks first, then the body limit.
 protect(settings)
 origins.lock(settings.origins, settings.hosts)
 shares = fair_shares(settings, history)
-pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares)
+pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares, uploads.limits(settings))
 metrics.serve("127.0.0.1", settings.metrics_port)
 # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
