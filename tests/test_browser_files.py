@@ -10,6 +10,7 @@ from playwright.sync_api import Page, Response, expect
 
 from app.config import DEFAULT_SYSTEM_PROMPT
 from tests.support.pdfs import pdf
+from tests.support.servers import ChatApp, running
 from tests.test_browser import (  # noqa: F401  # its fixtures (browser, playwright) too, asked for by name
     ANSWERS,
     USER_MESSAGES,
@@ -77,6 +78,8 @@ def test_files_attached_in_the_page_are_answered_and_reach_the_model_under_their
     assert vllm.logged_requests()[seen_before]["prompt"] == vllm.render(said)
     for name in ("notes.txt", "plan.md", "paper.pdf"):
         expect(page.locator(USER_MESSAGES).last).to_contain_text(name)
+    page.locator(ANSWERS).last.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # the page's smooth scroll
     shoot(page, "file")
 
     # A binary file gets a line naming it; nothing reaches the model.
@@ -109,3 +112,41 @@ def test_a_file_over_the_window_is_refused_in_the_page_with_its_numbers(request,
     expect(page.get_by_text(line)).to_be_visible(timeout=30_000)
     assert len(small_vllm.logged_requests()) == seen_before
     page.context.close()
+
+
+@pytest.mark.app  # an app of its own, restarted
+def test_a_chat_with_files_resumed_after_a_restart_sends_the_model_the_same_turn(request, vllm, tmp_path):
+    chromium = request.getfixturevalue("browser")
+    app = ChatApp(vllm)
+    with running(app):
+        page = open_chat(chromium, app.url)
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        set_settings(page, max_token_steps=0, system_prompt="FILES")
+        attach(page, write(tmp_path, "notes.txt", NOTES.encode()), write(tmp_path, "paper.pdf", pdf(SENTENCE)))
+        before, question = len(vllm.logged_requests()), "What do these files say?"
+        send(page, question)
+        wait_answer_done(page, 2)
+        first = vllm.logged_requests()[before]["prompt"]
+        assert first == vllm.render(
+            [
+                {"role": "system", "content": "FILES"},
+                {"role": "user", "content": seen([("notes.txt", NOTES), ("paper.pdf", SENTENCE)], question)},
+            ]
+        )
+        page.context.close()
+
+        app.stop()
+        app.start()
+        page = open_chat(chromium, app.url)
+        past = page.locator("#thread-history").get_by_text("What do these files say?")
+        expect(past).to_be_visible(timeout=30_000)
+        past.click()
+        expect(page.locator(USER_MESSAGES).first).to_contain_text("notes.txt", timeout=30_000)
+        before = len(vllm.logged_requests())
+        send(page, "and after the restart?")
+        wait_for_request(vllm, before)
+        again = vllm.logged_requests()[before]["prompt"]
+        assert again.startswith(first) and again.endswith(
+            "<|end_of_sentence|>User: and after the restart?\nAssistant: "
+        )
+        page.context.close()

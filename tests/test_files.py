@@ -13,9 +13,9 @@ import pytest
 from tests.support.chat_client import ChatClient
 from tests.support.pdfs import pdf
 from tests.support.servers import ChatApp, VllmServer, running
-from tests.test_history import answer_of, export, run_users, started_chat, stored_rows
+from tests.test_history import answer_of, export, started_chat, stored_rows
 from tests.test_team_safety import rss_kb
-from tests.test_versions import continue_in_a_new_chat, regenerate, sent_prompt
+from tests.test_versions import continue_in_a_new_chat, pair_app, regenerate, sent_prompt  # noqa: F401  # pair_app: a fixture
 
 pytestmark = pytest.mark.app
 
@@ -31,13 +31,10 @@ def seen(files: list[tuple[str, str]], typed: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def files_app(vllm: VllmServer) -> Iterator[ChatApp]:
-    """An app with password login and two users, alice and bob."""
-    app = ChatApp(vllm)
-    for name in ("alice", "bob"):
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
-    with running(app):
-        yield app
+def files_app(request: pytest.FixtureRequest) -> ChatApp:
+    """An app with password login and two users, ann and ben (tests/test_versions.py's)."""
+    app: ChatApp = request.getfixturevalue("pair_app")
+    return app
 
 
 async def user_tab(app: ChatApp, name: str) -> ChatClient:
@@ -55,36 +52,37 @@ async def attach(tab: ChatClient, name: str, data: bytes, mime: str = "text/plai
 
 
 async def test_files_reach_the_model_under_their_names_and_stay_with_the_chat(files_app, vllm):
-    alice = await user_tab(files_app, "alice")
+    ann = await user_tab(files_app, "ann")
     files = (
-        await attach(alice, "notes.txt", NOTES.encode()),
-        await attach(alice, "plan.md", README.encode(), "text/markdown"),
-        await attach(alice, "paper.pdf", pdf(SENTENCE), "application/pdf"),
+        await attach(ann, "notes.txt", NOTES.encode()),
+        await attach(ann, "plan.md", README.encode(), "text/markdown"),
+        await attach(ann, "paper.pdf", pdf(SENTENCE), "application/pdf"),
     )
     before = len(vllm.logged_requests())
-    first = answer_of(await alice.ask("What do these files say?", files=files))
+    first = answer_of(await ann.ask("What do these files say?", files=files))
     question = seen([("notes.txt", NOTES), ("plan.md", README), ("paper.pdf", SENTENCE)], "What do these files say?")
     said = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     assert sent_prompt(vllm, before) == vllm.render(said)
 
     before = len(vllm.logged_requests())
-    again = answer_of(alice.events_since(await regenerate(alice), "new_message"))  # the same question, files and all
+    again = answer_of(ann.events_since(await regenerate(ann), "new_message"))  # the same question, files and all
     assert again["id"] != first["id"] and sent_prompt(vllm, before) == vllm.render(said)
     before = len(vllm.logged_requests())
     first_turn = len(said)
-    answer_of(await alice.ask("And then?"))
+    then = answer_of(await ann.ask("And then?"))
     said += [{"role": "assistant", "content": again["output"]}, {"role": "user", "content": "And then?"}]
     assert sent_prompt(vllm, before) == vllm.render(said)
+    said.append({"role": "assistant", "content": then["output"]})
 
-    exported = json.loads(await export(alice, "export_json"))["messages"]
+    exported = json.loads(await export(ann, "export_json"))["messages"]
     attached = [m["files"] for m in exported if m.get("files")]
     assert [[(f["name"], f["text"]) for f in each] for each in attached] == [
         [("notes.txt", NOTES), ("plan.md", README), ("paper.pdf", SENTENCE)]
     ]
-    assert "Attached: notes.txt, plan.md, paper.pdf" in await export(alice, "export_markdown")
-    thread_id = alice.thread_id_started
-    forked = await continue_in_a_new_chat(alice, again["id"])  # the copied question keeps its files
-    await alice.close()
+    assert "Attached: notes.txt, plan.md, paper.pdf" in await export(ann, "export_markdown")
+    thread_id = ann.thread_id_started
+    forked = await continue_in_a_new_chat(ann, again["id"])  # the copied question keeps its files
+    await ann.close()
     await asyncio.sleep(0.5)  # the last writes
 
     files_app.stop()
@@ -93,7 +91,7 @@ async def test_files_reach_the_model_under_their_names_and_stay_with_the_chat(fi
         (thread_id, said),
         (forked, [*said[:first_turn], {"role": "assistant", "content": again["output"]}]),
     ):
-        resumed = ChatClient(files_app.url, credentials=("alice", "alice-password"), thread_id=chat)
+        resumed = ChatClient(files_app.url, credentials=("ann", "ann-password"), thread_id=chat)
         await resumed.connect()
         await resumed.wait_for(lambda: resumed.settings_widgets, 30)  # noqa: B023  # awaited at once
         before = len(vllm.logged_requests())
@@ -103,7 +101,7 @@ async def test_files_reach_the_model_under_their_names_and_stay_with_the_chat(fi
         await resumed.close()
 
     await asyncio.sleep(0.5)
-    deleter = await user_tab(files_app, "alice")
+    deleter = await user_tab(files_app, "ann")
     for chat in (thread_id, forked):
         assert (await deleter.rest("DELETE", "/project/thread", {"threadId": chat}))[0] == 200
         assert set((await stored_rows(files_app, chat)).values()) == {0}
@@ -165,7 +163,7 @@ async def test_a_file_of_a_type_not_allowed_is_refused_at_upload(chat_app):
 
 
 async def test_an_upload_over_the_limit_is_refused_before_it_is_read(files_app):
-    tab = await user_tab(files_app, "bob")
+    tab = await user_tab(files_app, "ben")
     before = rss_kb(files_app)
     for size in (5_000_000, 1_500_000):  # the second is under MAX_REQUEST_MB: the upload's own limit refuses it
         status, reply = await tab.upload("big.txt", b"x" * size)
@@ -175,29 +173,29 @@ async def test_an_upload_over_the_limit_is_refused_before_it_is_read(files_app):
 
 
 async def test_another_user_never_gets_my_file_or_its_text(files_app, vllm):
-    alice = await user_tab(files_app, "alice")
-    file_id = await attach(alice, "diary.txt", b"alice's secret diary\n")
-    answer_of(await alice.ask("Keep this.", files=(file_id,)))
+    ann = await user_tab(files_app, "ann")
+    file_id = await attach(ann, "diary.txt", b"ann's secret diary\n")
+    answer_of(await ann.ask("Keep this.", files=(file_id,)))
     await asyncio.sleep(0.5)
-    thread_id = alice.thread_id_started
-    status, stored = await alice.rest("GET", f"/project/thread/{thread_id}")
+    thread_id = ann.thread_id_started
+    status, stored = await ann.rest("GET", f"/project/thread/{thread_id}")
     assert status == 200 and [e["name"] for e in stored["elements"]] == ["diary.txt"]
     element_id = stored["elements"][0]["id"]
-    status, content = await alice.rest("GET", f"/project/file/{file_id}?session_id={alice.session_id}")
+    status, content = await ann.rest("GET", f"/project/file/{file_id}?session_id={ann.session_id}")
     assert status == 200 and "secret diary" in content  # her own page shows it
 
-    bob = await user_tab(files_app, "bob")
+    ben = await user_tab(files_app, "ben")
     for path in (
-        f"/project/file/{file_id}?session_id={bob.session_id}",
-        f"/project/file/{file_id}?session_id={alice.session_id}",
+        f"/project/file/{file_id}?session_id={ben.session_id}",
+        f"/project/file/{file_id}?session_id={ann.session_id}",
         f"/project/thread/{thread_id}",
         f"/project/thread/{thread_id}/element/{element_id}",
         f"/project/thread/{thread_id}/element/{file_id}",
     ):
-        status, reply = await bob.rest("GET", path)
+        status, reply = await ben.rest("GET", path)
         assert status in (401, 403, 404) and "secret diary" not in str(reply), path
     nobody = ChatClient(files_app.url)
-    status, reply = await nobody.rest("GET", f"/project/file/{file_id}?session_id={alice.session_id}")
+    status, reply = await nobody.rest("GET", f"/project/file/{file_id}?session_id={ann.session_id}")
     assert status == 401 and "secret diary" not in str(reply)
 
     # Over socket.io: her file's id in his message, or its text forged into his message's metadata.
@@ -212,13 +210,13 @@ async def test_another_user_never_gets_my_file_or_its_text(files_app, vllm):
         "createdAt": "2026-12-02T08:00:00Z",
         "metadata": forged,
     }
-    mark = len(bob.events)
-    await bob.sio.emit("client_message", {"message": message, "fileReferences": [{"id": file_id}]})
-    await bob.wait_for(lambda: len(vllm.logged_requests()) > before)
-    await bob.wait_for(lambda: bob.events_since(mark, "task_end"))
+    mark = len(ben.events)
+    await ben.sio.emit("client_message", {"message": message, "fileReferences": [{"id": file_id}]})
+    await ben.wait_for(lambda: len(vllm.logged_requests()) > before)
+    await ben.wait_for(lambda: ben.events_since(mark, "task_end"))
     prompt = sent_prompt(vllm, before)
     assert "What does the diary say?" in prompt and "diary.txt" not in prompt and "forged" not in prompt
-    for tab in (alice, bob):
+    for tab in (ann, ben):
         await tab.close()
 
 
