@@ -141,7 +141,7 @@ def test_a_chat_with_files_resumed_after_a_restart_sends_the_model_the_same_turn
         past = page.locator("#thread-history").get_by_text("What do these files say?")
         expect(past).to_be_visible(timeout=30_000)
         past.click()
-        expect(page.locator(USER_MESSAGES).first).to_contain_text("notes.txt", timeout=30_000)
+        expect(page.locator(USER_MESSAGES).first).to_contain_text(question, timeout=30_000)
         before = len(vllm.logged_requests())
         send(page, "and after the restart?")
         wait_for_request(vllm, before)
