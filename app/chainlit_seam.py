@@ -46,6 +46,9 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   Chainlit uses `.files` in the app's directory and deletes it at shutdown, so one app process stopping would take
   away the files of every other process run from the same directory (a replica, a second `make chat`); each
   process gets a directory of its own in it.
+- `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
+  (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
+  before the app's settings; the page and Chainlit's upload route both check them.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ import chainlit.server as chainlit_server
 from chainlit.auth import get_current_user, reuseable_oauth
 from chainlit.auth.cookie import get_token_from_cookies
 from chainlit.chat_context import chat_context
-from chainlit.config import config
+from chainlit.config import SpontaneousFileUploadFeature, config
 from chainlit.context import ChainlitContextException, init_ws_context
 from chainlit.data.utils import queue_until_user_message as chainlit_queue_until_user_message
 from chainlit.server import app as server
@@ -384,6 +387,13 @@ def is_alive(pid: int) -> bool:
 def turn_off_favourites() -> None:
     """No favourite prompts: the page shows no star, and Chainlit's favourite events do nothing."""
     config.features.favorites = False
+
+
+def allow_uploads(accept: dict[str, list[str]], max_files: int, max_size_mb: int) -> None:
+    """Files attached to messages (button and drag-and-drop): these types (MIME pattern: name endings), count, size."""
+    config.features.spontaneous_file_upload = SpontaneousFileUploadFeature(
+        enabled=True, accept=accept, max_files=max_files, max_size_mb=max_size_mb
+    )
 
 
 def assistant_name() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import sys
 from collections.abc import Callable
 from functools import lru_cache
@@ -20,6 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # Settings where an empty value is a choice of its own rather than "use the default".
 BLANK_IS_A_VALUE = frozenset({"system_prompt"})
+# File name endings that may be attached: text, Markdown, data, source code, PDF.
+UPLOAD_TYPES = (
+    ".txt,.md,.markdown,.rst,.csv,.tsv,.json,.jsonl,.yaml,.yml,.toml,.ini,.cfg,.xml,.html,.css,.log,.sql,"
+    ".py,.js,.jsx,.tsx,.java,.kt,.c,.h,.cc,.cpp,.hpp,.cs,.go,.rs,.rb,.php,.swift,.sh,.r,.m,.pdf"
+)
 
 
 class EnvSettings(BaseSettings):
@@ -121,6 +127,9 @@ class Settings(EnvSettings):
     share_links: Literal["users", "anyone"] = Field(
         "users", description="who may open a chat's read-only link: logged-in users, or anyone with the link"
     )
+    upload_max_mb: int = Field(1, ge=1, description="largest attached file (MB); a larger upload gets 413 unread")
+    upload_max_files: int = Field(5, ge=1, description="files attached to one message")
+    upload_types: str = Field(UPLOAD_TYPES, description="file name endings that may be attached, comma-separated")
 
     @field_validator("data_dir")
     @classmethod
@@ -143,6 +152,20 @@ class Settings(EnvSettings):
             ):
                 raise ValueError(f"{origin!r} is not an origin like https://chat.example.com")
         return value
+
+    @field_validator("upload_types")
+    @classmethod
+    def _endings_only(cls, value: str) -> str:
+        """Each entry is a file name ending like .txt."""
+        for ending in (e.strip() for e in value.split(",") if e.strip()):
+            if not re.fullmatch(r"\.[A-Za-z0-9_+-]+", ending):
+                raise ValueError(f"{ending!r} is not a file name ending like .txt")
+        return value
+
+    @property
+    def upload_endings(self) -> frozenset[str]:
+        """The file name endings that may be attached, lower case."""
+        return frozenset(e.strip().lower() for e in self.upload_types.split(",") if e.strip())
 
     @property
     def base_url(self) -> str:

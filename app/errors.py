@@ -42,6 +42,14 @@ class Problem(StrEnum):
     PRESET_MISSING = "preset_missing"
     PRESETS_TOO_MANY = "presets_too_many"
     PRESETS_NEED_HISTORY = "presets_need_history"
+    TOO_MANY_FILES = "too_many_files"
+    FILE_TYPE = "file_type"
+    FILE_TOO_BIG = "file_too_big"
+    FILE_NOT_TEXT = "file_not_text"
+    FILE_NOT_PDF = "file_not_pdf"
+    FILE_ENCRYPTED = "file_encrypted"
+    FILE_NO_TEXT = "file_no_text"
+    FILE_TOO_LONG = "file_too_long"
 
 
 class ChatError(AppError):

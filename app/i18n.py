@@ -102,6 +102,15 @@ TEXT: dict[str, dict[str, str]] = {
         "of one to replace it.",
         Problem.PRESETS_NEED_HISTORY: "Saving presets needs the chat history and a login, which are off here "
         "(HISTORY=false). The built-in presets work.",
+        Problem.TOO_MANY_FILES: "At most {limit} files can be attached to one message. Nothing was sent.",
+        Problem.FILE_TYPE: "{name}: this kind of file cannot be attached (allowed: {types}). Nothing was sent.",
+        Problem.FILE_TOO_BIG: "{name} is over the {limit} MB limit for an attached file. Nothing was sent.",
+        Problem.FILE_NOT_TEXT: "{name} is not text the model can read (a binary file, or not UTF-8). Nothing was sent.",
+        Problem.FILE_NOT_PDF: "{name} could not be read as a PDF (damaged or not a PDF). Nothing was sent.",
+        Problem.FILE_ENCRYPTED: "{name} is an encrypted PDF; its text cannot be read. Nothing was sent.",
+        Problem.FILE_NO_TEXT: "{name} has no text to read (a PDF of images only, e.g. a scan). Nothing was sent.",
+        Problem.FILE_TOO_LONG: "{name} is too long for the model's window: it needs {tokens} tokens "
+        "and only {room} are left for it. Nothing was sent; attach a shorter file.",
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
@@ -192,6 +201,17 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.PRESETS_TOO_MANY: "你的预设已达上限。请删除一个，或以已有预设的名称保存来替换它。",
         Problem.PRESETS_NEED_HISTORY: (
             "保存预设需要聊天历史记录和登录，而此处已关闭（HISTORY=false）。内置预设仍可使用。"
+        ),
+        Problem.TOO_MANY_FILES: "一条消息最多可附加 {limit} 个文件。未发送任何内容。",
+        Problem.FILE_TYPE: "{name}：不能附加这种文件（允许：{types}）。未发送任何内容。",
+        Problem.FILE_TOO_BIG: "{name} 超过了附件 {limit} MB 的大小上限。未发送任何内容。",
+        Problem.FILE_NOT_TEXT: "{name} 不是模型能读取的文本（二进制文件，或不是 UTF-8 编码）。未发送任何内容。",
+        Problem.FILE_NOT_PDF: "{name} 无法作为 PDF 读取（已损坏或不是 PDF）。未发送任何内容。",
+        Problem.FILE_ENCRYPTED: "{name} 是加密的 PDF，无法读取其文本。未发送任何内容。",
+        Problem.FILE_NO_TEXT: "{name} 中没有可读取的文本（只有图像的 PDF，例如扫描件）。未发送任何内容。",
+        Problem.FILE_TOO_LONG: (
+            "{name} 对模型的上下文窗口来说太长：它需要 {tokens} 个 token，而只剩 {room} 个。"
+            "未发送任何内容；请附加更短的文件。"
         ),
     },
 }

@@ -10,7 +10,7 @@ import chainlit as cl
 from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
-from app import guards, lifecycle, metrics, origins, presets, readiness, sharing
+from app import guards, lifecycle, metrics, origins, presets, readiness, sharing, uploads
 from app.backend import Backend
 from app.config import get_settings
 from app.history.presets import PresetStore
@@ -34,12 +34,13 @@ backend = Backend(settings)
 history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
 guards.install(history.store)
 sharing.install(settings)
+uploads.install(settings)
 readiness.install(backend, history.store)
 # Each middleware goes around those before it: the Host and Origin checks first, then the body limit.
 protect(settings)
 origins.lock(settings.origins, settings.hosts)
 shares = fair_shares(settings, history)
-pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares)
+pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares, uploads.limits(settings))
 metrics.serve("127.0.0.1", settings.metrics_port)
 preset_store = PresetStore(history.store.writer) if history.store is not None else None
 if history.store is None:

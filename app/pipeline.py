@@ -6,17 +6,20 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import chainlit as cl
 
 from app import chainlit_seam as seam
 from app import metrics
-from app.backend import Backend, Sampling
+from app.attachments import Upload, UploadLimits, as_seen, attachments_of, overflowing, read_all, with_files
+from app.backend import Backend, ModelInfo, Sampling
 from app.branches import Step, is_question
 from app.coalesce import Coalescer
-from app.conversation import Ending, plan_request
+from app.conversation import Ending, Plan, plan_request
 from app.errors import ChatError, Problem
 from app.history.service import History
 from app.history.transcript import FOLLOWS, NOT_SENT, Answer, conversation_before, placed
@@ -37,6 +40,7 @@ class Pipeline:
     stream_interval_s: float
     history: History
     shares: Shares
+    uploads: UploadLimits
 
     @property
     def history_on(self) -> bool:
@@ -54,23 +58,31 @@ class Pipeline:
         metrics.REFUSALS.labels(refusal.problem.value).inc()
         await say_error(chat, refusal)
 
-    async def refusal(self, chat: ChatSession, text: str | None = None) -> ChatError | None:
-        """Why no answer (to this new text, if any) may be written now (None: it may; the user's share counts it)."""
+    async def refusal(self, chat: ChatSession, text: str | None = None, *, attached: bool = False) -> ChatError | None:
+        """Why no answer (to this new text, if any, or its files) may be written now (None: it may; counted)."""
         if chat.generating:
             return ChatError(Problem.BUSY)
-        if text is not None and not text.strip():
+        if text is not None and not text.strip() and not attached:
             return ChatError(Problem.EMPTY_MESSAGE)
         return await self.shares.refusal(chat.user)
 
     async def ask(self, chat: ChatSession, question: cl.Message, parent: str) -> None:
         """Answer a question the user sent, which follows `parent`; a refused one stays outside the conversation."""
-        if (refusal := await self.refusal(chat, question.content)) is not None:
-            await place(question, None)
+        uploads, received = uploads_of(question), dict(question.metadata or {})
+        question.metadata = with_files(question.metadata, [])  # the files are the ones uploaded, nothing else
+        if (refusal := await self.refusal(chat, question.content, attached=bool(uploads))) is not None:
+            await place(question, None, received)
             await self.refuse(chat, refusal)
             return
         with self.turn(chat):
-            if parent != chat.branches.newest():  # otherwise its place goes without saying (one write less)
-                await place(question, parent)
+            try:  # in the turn: a message sent meanwhile is refused as one sent while answering
+                files = await asyncio.to_thread(read_all, uploads, self.uploads)
+            except ChatError as unreadable:
+                await place(question, None, received)
+                await self.refuse(chat, unreadable)
+                return
+            question.metadata = with_files(question.metadata, files)
+            await place(question, parent, received, chat.branches.newest())
             await self.settle(chat, question.to_dict(), parent)
             await show_line(chat, question.id, history=self.history_on)
             await self.answer(chat, question.id)
@@ -80,14 +92,15 @@ class Pipeline:
         old = chat.branches.steps.get(question_id)
         if old is None or not is_question(old) or question_id not in chat.branches.path():
             return  # not a question on this chat's page
-        if (refusal := await self.refusal(chat, text)) is not None:
+        files = attachments_of(old)
+        if (refusal := await self.refusal(chat, text, attached=bool(files))) is not None:
             await self.refuse(chat, refusal)
             return
         with self.turn(chat):
             parent = chat.branches.parents[question_id]
             await cut(chat, parent)  # the page took off what followed the question; the question goes too
             question = cl.Message(content=text, author=str(old.get("name") or "User"), type="user_message")
-            question.metadata = placed(parent)
+            question.metadata = with_files(placed(parent), files)  # the new version keeps the old one's files
             await question.send()
             await self.settle(chat, question.to_dict(), parent)
             await show_line(chat, question.id, history=self.history_on)
@@ -136,20 +149,11 @@ class Pipeline:
     async def answer(self, chat: ChatSession, question_id: str) -> None:
         """Fit the branch up to the question into the window, stream the reply, and record it as a new version."""
         prefs = chat.preferences
-        user_text = str(chat.branches.steps[question_id].get("output") or "")
         try:
             model = await self.backend.model()
-            plan = await plan_request(
-                conversation_before(chat.branches, question_id),
-                system_prompt=prefs.system_prompt,
-                user_text=user_text,
-                max_tokens=prefs.max_tokens,
-                window=model.max_model_len,
-                count=self.backend.count_prompt_tokens,
-                bound=self.backend.prompt_bound,
-            )
+            plan = await self.plan(chat, question_id, model)
         except ChatError as error:
-            sent = error.problem is not Problem.MESSAGE_TOO_LONG
+            sent = error.problem not in (Problem.MESSAGE_TOO_LONG, Problem.FILE_TOO_LONG)
             metrics.ANSWERS.labels(Ending.FAILED.value if sent else NOT_SENT).inc()
             shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
             await self.settle(chat, shown.to_dict(), question_id)
@@ -206,11 +210,44 @@ class Pipeline:
                 await show_line(chat, shown.id, history=self.history_on)
         await offer_regenerate(chat)
 
+    async def plan(self, chat: ChatSession, question_id: str, model: ModelInfo) -> Plan:
+        """The request for the branch up to the question; a question too long for the window names its file."""
+        prefs, question = chat.preferences, chat.branches.steps[question_id]
+        try:
+            return await plan_request(
+                conversation_before(chat.branches, question_id),
+                system_prompt=prefs.system_prompt,
+                user_text=as_seen(question),
+                max_tokens=prefs.max_tokens,
+                window=model.max_model_len,
+                count=self.backend.count_prompt_tokens,
+                bound=self.backend.prompt_bound,
+            )
+        except ChatError as error:
+            limit, files = error.details.get("limit"), attachments_of(question)
+            if error.problem is not Problem.MESSAGE_TOO_LONG or not isinstance(limit, int) or not files:
+                raise
+            typed = str(question.get("output") or "")
+            count = self.backend.count_prompt_tokens
+            raise await overflowing(files, typed, prefs.system_prompt, limit, count) or error from None
 
-async def place(question: cl.Message, parent: str | None) -> None:
-    """Keep the message a question follows (None: outside the conversation) with it; a typed one lacks it."""
-    if (question.metadata or {}).get(FOLLOWS, ...) != parent:
-        question.metadata = {**(question.metadata or {}), **placed(parent)}
+
+def uploads_of(question: cl.Message) -> list[Upload]:
+    """The files Chainlit received with a message (its upload route keeps each in the session's folder)."""
+    return [Upload(e.name, e.mime or "", Path(e.path)) for e in question.elements or [] if e.path]
+
+
+async def place(
+    question: cl.Message, parent: str | None, received: Mapping[str, Any], implied: str | None = None
+) -> None:
+    """Store the message a question follows (None: outside the conversation) and its files, if that changes it.
+
+    `received`: the metadata it was stored with. A question following `implied` (the message stored just before
+    it) needs no record of it: a question typed at the end of the newest branch costs no write more.
+    """
+    kept = {key: value for key, value in (question.metadata or {}).items() if key != FOLLOWS}
+    question.metadata = kept if parent is not None and parent == implied else kept | placed(parent)
+    if question.metadata != received:
         await question.update()
 
 

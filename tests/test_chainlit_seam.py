@@ -6,6 +6,7 @@ Bumping Chainlit's pin: run this first; a failure names the internal that moved.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
 import tomllib
@@ -196,3 +197,37 @@ def test_chainlits_favourites_follow_the_feature_flag_the_seam_turns_off(monkeyp
     monkeypatch.setattr(config.features, "favorites", True)
     seam.turn_off_favourites()
     assert config.features.favorites is False
+
+
+def test_chainlits_upload_route_checks_the_types_count_and_size_the_seam_sets():
+    from chainlit.config import config
+    from chainlit.element import Element
+    from chainlit.server import validate_file_upload
+    from fastapi import UploadFile
+    from starlette.datastructures import Headers
+
+    from app.uploads import ROUTE, accept
+
+    def upload(name: str, mime: str, size: int) -> UploadFile:
+        return UploadFile(file=None, size=size, filename=name, headers=Headers({"content-type": mime}))  # type: ignore[arg-type]
+
+    before = config.features.spontaneous_file_upload
+    try:
+        seam.allow_uploads(accept({".md", ".pdf"}), 3, 1)
+        feature = config.features.spontaneous_file_upload
+        assert feature is not None and feature.enabled and feature.max_files == 3 and feature.max_size_mb == 1
+        for allowed in (upload("a.md", "text/markdown", 10), upload("b.pdf", "application/pdf", 10)):
+            validate_file_upload(allowed)
+        for refused in (
+            upload("c.exe", "application/octet-stream", 10),
+            upload("d.pdf", "text/plain", 10),
+            upload("e.md", "text/markdown", 2 * 1024 * 1024),
+        ):
+            with pytest.raises(ValueError):  # noqa: PT011  # Chainlit's message is its own
+                validate_file_upload(refused)
+    finally:
+        config.features.spontaneous_file_upload = before
+    parameters = inspect.signature(seam.chainlit_endpoint(ROUTE, "POST")).parameters
+    assert {"session_id", "file"} <= set(parameters)
+    # What the page's upload becomes on the message the app reads: an element with its name, path and type.
+    assert {"name", "path", "mime"} <= {field.name for field in dataclasses.fields(Element)}

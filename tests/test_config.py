@@ -85,6 +85,7 @@ def test_a_listening_address_of_its_own_is_an_allowed_origin(environment):
         ("CHAT_PORT", "70000", "CHAT_PORT=70000: Input should be less than or equal to 65535"),
         ("TEMPERATURE", "hot", "TEMPERATURE=hot: Input should be a valid number"),
         ("ALLOWED_ORIGINS", "chat.example.com/path", "ALLOWED_ORIGINS=chat.example.com/path: Value error, "),
+        ("UPLOAD_TYPES", ".txt,pdf", "UPLOAD_TYPES=.txt,pdf: Value error, 'pdf' is not a file name ending like .txt"),
     ],
 )
 def test_a_bad_value_is_named_in_one_line(environment, variable, value, message):

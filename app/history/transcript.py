@@ -10,6 +10,7 @@ from typing import Any
 
 from chainlit.types import ThreadDict
 
+from app.attachments import as_seen, attachments_of
 from app.branches import ROOT, Branches, Step, is_question
 from app.conversation import Conversation, Ending, Turn
 from app.preferences import Preferences, apply_changes
@@ -131,7 +132,7 @@ def conversation_of(steps: Sequence[Step]) -> Conversation:
     turns: dict[str, Turn] = {}
     for step in steps:
         if is_question(step):
-            turns[str(step["id"])] = Turn(str(step.get("output") or ""), "", Ending.FAILED, str(step["id"]))
+            turns[str(step["id"])] = Turn(as_seen(step), "", Ending.FAILED, str(step["id"]))
         elif (answer := answer_of(step)) is not None and answer.reply_to in turns:
             if answer.ending == NOT_SENT:
                 del turns[answer.reply_to]
@@ -192,6 +193,8 @@ def exported_messages(tree: Branches) -> list[dict[str, Any]]:
             "content": "" if step.get("isError") else step.get("output") or "",
             "created_at": step.get("createdAt"),
         }
+        if files := attachments_of(step):
+            message["files"] = [file.as_record() for file in files]
         if answer is not None:
             message |= {"ending": answer.ending, "model": answer.model, "stats": answer.stats}
             if step.get("isError"):
@@ -226,6 +229,8 @@ def export_markdown(thread: Mapping[str, Any], preferences: Preferences, names: 
         if message["role"] == "assistant":
             details += [message["model"], message["ending"]]
         lines += ["", f"## {who} ({', '.join(d for d in details if d)})", "", message["content"]]
+        if message.get("files"):
+            lines += ["", "Attached: " + ", ".join(file["name"] for file in message["files"])]
         if message.get("error"):
             lines += ["", f"> {message['error']}"]
     return "\n".join(lines) + "\n"

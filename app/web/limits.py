@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -16,20 +18,35 @@ class BodyTooLarge(Exception):
     """A streamed body went past the limit; the 413 is already sent."""
 
 
-class BodyLimit:
-    """ASGI middleware: no request body over `max_bytes` reaches the app (uploads, REST calls, socket.io polls)."""
+@dataclass(frozen=True)
+class Cap:
+    """A body limit in bytes, and how the refusal names it: what is refused, megabytes, the setting that sets it."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    max_bytes: int
+    megabytes: float
+    setting: str
+    what: str = "Request body"
+
+
+class BodyLimit:
+    """ASGI middleware: no request body over its cap reaches the app (uploads, REST calls, socket.io polls).
+
+    `routes` give some paths a cap of their own (the file upload's), in place of the general one.
+    """
+
+    def __init__(self, app: ASGIApp, cap: Cap, routes: Mapping[str, Cap]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.cap = cap
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self.routes.get(scope["path"], self.cap)
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await self.refuse(scope, send)
+        if declared.isdigit() and int(declared) > cap.max_bytes:
+            await self.refuse(scope, send, cap)
             return
         received = 0
         refused = False
@@ -38,9 +55,9 @@ class BodyLimit:
             nonlocal received, refused
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_bytes and not refused:
+            if received > cap.max_bytes and not refused:
                 refused = True
-                await self.refuse(scope, send)
+                await self.refuse(scope, send, cap)
                 raise BodyTooLarge
             return message
 
@@ -56,12 +73,11 @@ class BodyLimit:
             if not refused:  # the app may turn BodyTooLarge into an error of its own
                 raise
 
-    async def refuse(self, scope: Scope, send: Send) -> None:
+    async def refuse(self, scope: Scope, send: Send, cap: Cap) -> None:
         """Answer 413 with a sentence, and log the request."""
-        limit_mb = self.max_bytes / 1_000_000
-        log.info("Refused a request body over %g MB: %s %s", limit_mb, scope["method"], scope["path"])
+        log.info("Refused a request body over %g MB: %s %s", cap.megabytes, scope["method"], scope["path"])
         metrics.REFUSALS.labels("body_too_large").inc()
-        body = json.dumps({"detail": f"Request body over the limit of {limit_mb:g} MB (MAX_REQUEST_MB)"}).encode()
+        body = json.dumps({"detail": f"{cap.what} over the limit of {cap.megabytes:g} MB ({cap.setting})"}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 413, "headers": [*headers, (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})

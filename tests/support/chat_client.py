@@ -153,8 +153,21 @@ class ChatClient:
         await self.wait_for(self.texts, timeout)
         return self.texts()[0]
 
-    async def send(self, text: str, message_id: str | None = None) -> str:
-        """Send a user message as the composer does; return its id."""
+    async def upload(self, name: str, data: bytes, mime: str = "text/plain") -> tuple[int, Any]:
+        """Attach a file as the page does (POST to Chainlit's upload route): (status, {"id": ...} or the refusal)."""
+        form = aiohttp.FormData()
+        form.add_field("file", data, filename=name, content_type=mime)
+        url = f"{self.url}/project/file?session_id={self.session_id}"
+        async with (
+            aiohttp.ClientSession(headers={**self.headers, **self.cookie_header}) as http,
+            # Expect: 100-continue, as large uploads do: a refusal comes before the body is sent.
+            http.post(url, data=form, expect100=True) as reply,
+        ):
+            payload = await reply.text()
+            return reply.status, json.loads(payload) if "json" in reply.content_type else payload
+
+    async def send(self, text: str, message_id: str | None = None, files: tuple[str, ...] = ()) -> str:
+        """Send a user message as the composer does, with the ids of files uploaded for it; return its id."""
         message_id = message_id or str(uuid.uuid4())
         message = {
             "id": message_id,
@@ -166,7 +179,7 @@ class ChatClient:
             "metadata": {},
         }
         self.sent.append((len(self.events), message))
-        await self.sio.emit("client_message", {"message": message, "fileReferences": []})
+        await self.sio.emit("client_message", {"message": message, "fileReferences": [{"id": f} for f in files]})
         return message_id
 
     async def edit(self, message_id: str, text: str) -> None:
@@ -187,7 +200,9 @@ class ChatClient:
         await self.wait_for(lambda: self.events_since(mark, "stream_start"), timeout)
         return mark
 
-    async def ask(self, text: str, timeout: float = 120, message_id: str | None = None) -> list[dict[str, Any]]:
+    async def ask(
+        self, text: str, timeout: float = 120, message_id: str | None = None, files: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
         """Send a message, wait for its task to end; return the messages it produced."""
         sent_at = len(self.events)
 
@@ -201,7 +216,7 @@ class ChatClient:
                 None,
             )
 
-        await self.send(text, message_id)
+        await self.send(text, message_id, files)
         await self.wait_for(lambda: handler_started() is not None, timeout)
         mark = handler_started() or sent_at
         await self.wait_for(lambda: self.events_since(mark, "task_end"), timeout)
