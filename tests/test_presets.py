@@ -258,7 +258,7 @@ async def test_a_favourite_prompt_is_its_users_own_and_offered_again_after_a_res
     alice = await started(preset_app, "alice")
     await alice.change_settings({"max_tokens": 8})
     await alice.ask("a prompt worth keeping")
-    question = next(m for m in alice.messages.values() if m["output"] == "a prompt worth keeping")
+    question = next(m for _, m in alice.sent if m["output"] == "a prompt worth keeping")
     bob = await started(preset_app, "bob")
     await bob.change_settings({"max_tokens": 8})
     await bob.ask("bob's own prompt")
