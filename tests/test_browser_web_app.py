@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -213,7 +214,11 @@ def test_escape_closes_a_dialog_first_and_then_stops_the_answer(fresh_browser, c
     else:
         pytest.fail("in 3 attempts the answer always ended before Escape could stop it")
     expect(page.locator("#stop-button")).to_have_count(0)
-    assert vllm.metric("vllm:num_requests_running") == 0  # the request was aborted in vLLM
+    aborted = f"Request {vllm.logged_requests()[-1]['id']} aborted."  # vLLM's log line for a request cut short
+    deadline = time.monotonic() + 30
+    while aborted not in vllm.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, "vLLM never aborted the stopped answer's request"
+        time.sleep(0.1)
     shoot(page, "escape-stopped")
     page.context.close()
 
