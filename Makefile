@@ -140,8 +140,19 @@ users: install-app ## List the users who can log in
 usage: install-app ## Tokens each user used per day, from the history (DAYS=7)
 	$(APP_PY) -m app.history.usage --days $(or $(DAYS),7)
 
+# Lighthouse for the accessibility test, pinned by tools/lighthouse/package-lock.json (npm ci: exactly that).
+LIGHTHOUSE_DIR ?= tools/lighthouse
+
+.PHONY: install-lighthouse
+install-lighthouse: $(LIGHTHOUSE_DIR)/node_modules/.installed ## Install Lighthouse (pinned) into tools/lighthouse/node_modules
+
+$(LIGHTHOUSE_DIR)/node_modules/.installed: $(LIGHTHOUSE_DIR)/package-lock.json
+	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+	cd $(LIGHTHOUSE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 .PHONY: test-deps
-test-deps: install install-quant install-llama-cpp tiny-model ## Install everything the tests need (llama.cpp, Debian's chromium, PostgreSQL and nginx)
+test-deps: install install-quant install-llama-cpp install-lighthouse tiny-model ## Install everything the tests need (llama.cpp, Lighthouse, Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
 	bash tools/install_services.sh
 

@@ -2,7 +2,8 @@
 
 Chainlit's page links Google's fonts and jsDelivr's KaTeX stylesheet (every page load would tell them someone
 is chatting, and offline the page would look different); the app serves both from public/vendor instead, so
-the Content-Security-Policy can say default-src 'self'.
+the Content-Security-Policy can say default-src 'self'. The page also links the app's web app manifest, so a
+browser offers to install the chat as an app (public/manifest.webmanifest; manifest-src is default-src 'self').
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # The page's own copies of what Chainlit's index.html takes from other hosts.
 LOCAL_STYLESHEETS = ("/public/vendor/inter/inter.css", "/public/vendor/katex/katex.min.css")
+# The web app manifest and the colour of the browser's bar, as Chainlit's own light and dark themes have it.
+WEB_APP = (
+    '<link rel="manifest" href="/public/manifest.webmanifest" />\n'
+    '<meta name="theme-color" content="#ffffff" media="(prefers-color-scheme: light)" />\n'
+    '<meta name="theme-color" content="#212121" media="(prefers-color-scheme: dark)" />\n'
+)
 # A <link> to another host (http://, https:// or protocol-relative), across lines as Chainlit writes them.
 FOREIGN_LINK = re.compile(r"""<link\b[^>]*?\bhref=["'](?:https?:)?//[^"']*["'][^>]*>\s*""", re.IGNORECASE)
 INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
@@ -38,9 +45,9 @@ POLICY = (
 
 
 def own_page(html: str) -> str:
-    """Chainlit's page with its links to other hosts replaced by the app's own copies."""
+    """Chainlit's page with its links to other hosts replaced by the app's own copies, and the manifest linked."""
     local = "".join(f'<link rel="stylesheet" href="{path}" />\n' for path in LOCAL_STYLESHEETS)
-    return FOREIGN_LINK.sub("", html).replace("</head>", local + "</head>", 1)
+    return FOREIGN_LINK.sub("", html).replace("</head>", local + WEB_APP + "</head>", 1)
 
 
 def policy(frame_ancestors: Iterable[str], html: str = "") -> str:
