@@ -200,4 +200,4 @@ screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png,
 
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts
-	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) .cache .files test-results
+	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) .cache .files test-results $(LIGHTHOUSE_DIR)/node_modules
