@@ -12,6 +12,9 @@
     ["#search-chats-button", "threadHistory.sidebar.filters.search"],
     ["#chat-settings-open-modal", "navigation.user.menu.settings"],
     ["#chat-submit", "chat.input.actions.send"],
+    ["#upload-button, #upload-button-loading", "chat.input.actions.attachFiles"],
+    ["button[aria-haspopup='dialog']:has(> svg.lucide-star)", "chat.favorites.use"], // the composer's favourites
+    ["#chat-profiles", "webApp.preset"], // the preset list at the top: Chainlit has no string for it
     ["#stop-button", "chat.input.actions.stop"],
     ["#header button:has(svg.lucide-share-2)", "threadHistory.thread.menu.share"],
     ["[class*='positive-feedback-']", "chat.messages.feedback.positive"],
@@ -41,6 +44,9 @@
   // Idempotent: React re-renders replace the buttons, so this runs again after every change of the page.
   const nameAll = () => {
     if (!strings) return;
+    // react-dropzone gives the attach button role=presentation, which hides the button (and its name) from
+    // screen readers: it is a button.
+    document.querySelectorAll("#upload-button[role='presentation']").forEach((b) => b.removeAttribute("role"));
     for (const [selector, path] of NAMES) {
       document.querySelectorAll(selector).forEach((element) => name(element, say(path)));
     }
