@@ -107,7 +107,9 @@ async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_resta
         "the edited question",
         "a long answer to stop",
     ]
-    await again.wait_for(lambda: again.settings_widgets, 30)
+    # Chainlit sends the chat after on_chat_resume (which sends the settings): what is asked before it lands
+    # would vanish from the client's page.
+    await again.wait_for(lambda: again.settings_widgets and any(e == "resume_thread" for e, _ in again.events), 30)
     restored = widget_values(again.settings_widgets)
     assert restored["system_prompt"] == "RESUME-CHECK" and restored["temperature"] == 0.3
     assert restored["max_tokens"] == 8

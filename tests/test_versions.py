@@ -280,7 +280,9 @@ async def test_a_branch_continues_in_a_new_chat_with_its_settings_and_the_chat_s
 
     again = ChatClient(chat_app.url, thread_id=forked)  # the link opens the new chat, which goes on from there
     await again.connect()
-    await again.wait_for(lambda: again.settings_widgets, 30)
+    # Chainlit sends the chat after on_chat_resume (which sends the settings): what is asked before it lands
+    # would vanish from the client's page.
+    await again.wait_for(lambda: again.settings_widgets and any(e == "resume_thread" for e, _ in again.events), 30)
     assert widget_values(again.settings_widgets)["system_prompt"] == "FORKS"
     before = len(vllm.logged_requests())
     answer_of(await again.ask("four"))
