@@ -84,8 +84,7 @@ class Pipeline:
             question.metadata = with_files(question.metadata, files)
             await place(question, parent, received, chat.branches.newest())
             await self.settle(chat, question.to_dict(), parent)
-            await show_line(chat, question.id, history=self.history_on)
-            await self.answer(chat, question.id)
+            await self.answer_question(chat, question.id)
 
     async def edit(self, chat: ChatSession, question_id: str, text: str) -> None:
         """An edited question: a new version beside the old one, answered; the old one keeps what followed it."""
@@ -103,8 +102,7 @@ class Pipeline:
             question.metadata = with_files(placed(parent), files)  # the new version keeps the old one's files
             await question.send()
             await self.settle(chat, question.to_dict(), parent)
-            await show_line(chat, question.id, history=self.history_on)
-            await self.answer(chat, question.id)
+            await self.answer_question(chat, question.id)
 
     async def regenerate(self, chat: ChatSession) -> None:
         """Answer the newest question shown again: a new version beside its answer, which keeps what followed it."""
@@ -145,6 +143,13 @@ class Pipeline:
         chat.branches.add(step, parent)
         if chat.branches.select(str(step["id"])):
             await self.history.save_shown(chat.branches.shown)
+
+    async def answer_question(self, chat: ChatSession, question_id: str) -> None:
+        """Answer a new question, then draw its line: nothing but the request to vLLM before the first token."""
+        try:
+            await self.answer(chat, question_id)
+        finally:  # stopped before the stream began too
+            await show_line(chat, question_id, history=self.history_on)
 
     async def answer(self, chat: ChatSession, question_id: str) -> None:
         """Fit the branch up to the question into the window, stream the reply, and record it as a new version."""

@@ -147,6 +147,30 @@ async def test_an_edited_question_is_a_version_beside_the_old_one_and_its_branch
     await tab.close()
 
 
+def sent_after_the_answer_began(tab: ChatClient, question_id: str) -> bool:
+    """Whether the question's line reached the page after its answer's first words, and only once."""
+    events = list(enumerate(tab.events))
+    lines = [at for at, (e, d) in events if e == "element" and d.get("forId") == question_id]
+    answers = [d["id"] for _, (e, d) in events if e == "new_message" and (d.get("metadata") or {}).get("turn")]
+    started = [at for at, (e, d) in events if e == "stream_start" and d["id"] in answers]
+    return len(lines) == 1 and bool(started) and lines[0] > started[-1]
+
+
+async def test_a_question_s_line_waits_until_its_answer_began_typed_or_edited(chat_app, vllm):
+    """Nothing but the request to vLLM goes between a question and its answer's first token."""
+    tab = await started_chat(chat_app)
+    question = str(uuid.uuid4())
+    answer_of(await tab.ask("one", message_id=question))
+    line = tab.element("AnswerStats", question)
+    assert line is not None and line["fork"]["payload"] == {"id": question}
+    assert sent_after_the_answer_began(tab, question)
+    await edit(tab, question, "one, edited")
+    edited = branch(tab)[0]["id"]
+    assert edited != question and position(tab, edited) == (2, 2)
+    assert sent_after_the_answer_began(tab, edited)
+    await tab.close()
+
+
 async def test_a_stopped_version_is_what_the_model_sees_while_it_is_shown(chat_app, vllm):
     tab = await started_chat(chat_app)
     await tab.change_settings({"system_prompt": "STOPS"})
