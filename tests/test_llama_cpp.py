@@ -51,8 +51,9 @@ async def greeted(app: ChatApp, **settings: object) -> ChatClient:
 
 
 def stats_lines(tab: ChatClient) -> list[str]:
-    """The stats lines under the answers, newest last."""
-    return [d["props"]["text"] for e, d in tab.events if e == "element" and d.get("name") == "AnswerStats"]
+    """The stats lines under the answers, newest last (a question's line has no text)."""
+    lines = [d["props"]["text"] for e, d in tab.events if e == "element" and d.get("name") == "AnswerStats"]
+    return [line for line in lines if line]
 
 
 def test_the_plan_uses_only_flags_llama_server_knows_each_with_a_reason():
