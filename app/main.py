@@ -103,13 +103,13 @@ async def on_settings_change(changes: Any) -> dict[str, list[str]]:
     chat = lifecycle.current()
     if chat is None:  # before on_chat_start ran: there is nothing to apply them to yet
         return {"rejected": ["the chat has not started yet"]}
-    changes, requests = preset_fields.split_requests(changes)
+    changes, asked = preset_fields.split_requests(changes)
     chat.preferences, rejected = apply_changes(chat.preferences, changes, settings.max_tokens_limit)
     seam.keep_chat_settings(chat.preferences.model_dump())
     await history.save_preferences(chat.preferences.model_dump())
     if rejected:
         await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
-    if await preset_fields.act(chat, requests, preset_store) or rejected:
+    if await preset_fields.act(chat, asked, preset_store) or rejected:
         await preset_fields.send_panel(chat, settings.max_tokens_limit, preset_store)
     return {"rejected": rejected}
 

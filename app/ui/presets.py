@@ -58,10 +58,10 @@ def preset_widgets(lang: str, names: list[str]) -> list[InputWidget]:
     return widgets
 
 
-async def act(chat: ChatSession, requests: dict[str, Any], store: PresetStore | None) -> bool:
+async def act(chat: ChatSession, asked: dict[str, Any], store: PresetStore | None) -> bool:
     """Do what the panel asks of the user's presets, saying how it went; False if it asked nothing."""
-    save, new_name, picked = (typed(requests.get(field)) for field in (SAVE, RENAME, PICK))
-    delete = requests.get(DELETE) is True
+    save, new_name, picked = (typed(asked.get(field)) for field in (SAVE, RENAME, PICK))
+    delete = asked.get(DELETE) is True
     if not (save or (picked and (delete or new_name))):
         return False
     try:
