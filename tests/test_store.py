@@ -8,11 +8,13 @@ import itertools
 import json
 import sqlite3
 import stat
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from chainlit.context import init_http_context
@@ -23,6 +25,7 @@ from app.conversation import Ending, Turn
 from app.errors import HistoryUnavailable, LoginRequired
 from app.history.accounts import Login, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.history.database import create_engine, database_url, upgrade
+from app.history.logins import Logins, LoginToken
 from app.history.schema import metadata
 from app.history.store import Actor, ChatStore
 from app.history.transcript import (
@@ -318,6 +321,26 @@ async def test_passwords_are_argon2_hashes_and_removing_a_user_removes_their_cha
     await store.create_step(step("u1", "t1", "user_message", "hi", 1))
     assert remove_user(store.engine, "alice") and not remove_user(store.engine, "alice")
     assert await store.get_thread("t1") is None and await store.get_user("alice") is None
+
+
+async def test_ended_logins_are_told_apart_in_one_read_whatever_their_number(store):
+    for name, password in (("alice", "her first password"), ("alice", "a new one"), ("bob", "bob's password")):
+        set_password(store.engine, name, password)  # alice's new password ends her logins from before it
+    logins = Logins(store.writer, attempts=5, window_s=60)
+    later, earlier = time.time() + 5, time.time() - 60
+    await logins.end("bob-logged-out", later + 3600)
+    tokens = [
+        LoginToken("alice-now", "alice", later),
+        LoginToken("alice-before-her-password", "alice", earlier),
+        LoginToken("bob-logged-out", "bob", later),
+        LoginToken("bob-now", "bob", later),
+        LoginToken("carol-removed", "carol", later),
+    ]
+    statements: list[str] = []
+    sqlalchemy.event.listen(store.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    assert await logins.ended(tokens) == {"alice-before-her-password", "bob-logged-out", "carol-removed"}
+    assert len(statements) == 2  # one read of each table for all of them
+    assert await logins.ended([]) == set() and len(statements) == 2
 
 
 def test_who_logs_in_depends_on_the_address_and_the_users():

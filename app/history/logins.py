@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -19,6 +20,15 @@ ADDRESS_FACTOR = 4
 def digest(token: str) -> str:
     """What is kept of a login token: its SHA-256 (a leaked table ends no session and opens none)."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LoginToken:
+    """A login token, and what its claims say: whose it is and when it was issued."""
+
+    token: str
+    user: str
+    issued_at: float
 
 
 @dataclass(frozen=True)
@@ -79,14 +89,27 @@ class Logins:
 
         await self.writer.write("end a session", record)
 
-    async def ended(self, token: str, user: str, issued_at: float) -> bool:
-        """Whether a token's session is over: logged out, its user removed, or a password set since it was issued."""
+    async def ended(self, logins: Collection[LoginToken]) -> set[str]:
+        """The tokens among these whose session is over: logged out, user removed, or a password set since issued.
 
-        def over(connection: Connection) -> bool:
-            logged_out = sa.select(ended_sessions.c.token_digest).where(ended_sessions.c.token_digest == digest(token))
-            if connection.execute(logged_out).first() is not None:
-                return True
-            account = connection.execute(sa.select(users.c.sessions_from).where(users.c.identifier == user)).first()
-            return account is None or (account.sessions_from or 0) > issued_at
+        One read however many: the sweep checks every open connection at once.
+        """
+        if not logins:
+            return set()
+        digests = {digest(login.token) for login in logins}
+        names = {login.user for login in logins}
 
-        return await self.writer.read("check a login", over)
+        def over(connection: Connection) -> set[str]:
+            logged_out = ended_sessions.c.token_digest
+            out = set(connection.execute(sa.select(logged_out).where(logged_out.in_(digests))).scalars())
+            accounts = sa.select(users.c.identifier, users.c.sessions_from).where(users.c.identifier.in_(names))
+            sessions_from = {name: since or 0 for name, since in connection.execute(accounts)}
+            return {
+                login.token
+                for login in logins
+                if digest(login.token) in out
+                or login.user not in sessions_from
+                or sessions_from[login.user] > login.issued_at
+            }
+
+        return await self.writer.read("check logins", over)

@@ -9,7 +9,6 @@ socket.io handshake), and a sweep closes the open connections of sessions that e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -27,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import chainlit_seam as seam
 from app import metrics
 from app.errors import HistoryUnavailable
-from app.history.logins import Logins
+from app.history.logins import Logins, LoginToken
 
 log = logging.getLogger(__name__)
 # What any page may load without a login: no token to check.
@@ -87,17 +86,22 @@ class Sessions:
     secret: str
     sweeping: asyncio.Task[None] | None = None
 
-    async def ended_session_user(self, token: str | None) -> str | None:
-        """The user of a token whose session has ended (None: no token, or still valid)."""
+    def login_of(self, token: str | None) -> LoginToken | None:
+        """A valid token's login (None: no token, or not one Chainlit would accept)."""
         claims = claims_of(token, self.secret) if token else None
         if token is None or claims is None:
             return None
-        user = str(claims.get("identifier", ""))
+        return LoginToken(token, str(claims.get("identifier", "")), float(claims.get("iat", 0)))
+
+    async def ended_session_user(self, token: str | None) -> str | None:
+        """The user of a token whose session has ended (None: no token, or still valid)."""
+        if (login := self.login_of(token)) is None:
+            return None
         try:
-            ended = await self.logins.ended(token, user, float(claims.get("iat", 0)))
+            ended = await self.logins.ended([login])
         except HistoryUnavailable:  # the database is down: chatting goes on
             return None
-        return user if ended else None
+        return login.user if ended else None
 
     async def end(self, token: str | None) -> None:
         """End the session of this token (a logout)."""
@@ -107,11 +111,22 @@ class Sessions:
             await self.sweep_once()
 
     async def sweep_once(self) -> None:
-        """Disconnect the open connections whose session has ended."""
-        for session in seam.live_sessions():
-            if await self.ended_session_user(session.token) is not None:
-                log.info("Closed a connection of %s: that login was ended", session.user and session.user.identifier)
-                await seam.disconnect(session)
+        """Disconnect the open connections whose session has ended, checked in one read."""
+        # Connected tabs only: Chainlit keeps a closed tab's session for an hour, and its reconnection passes
+        # the gate like any handshake (checking those too cost a read per tab every sweep).
+        open_tabs = [
+            (tab, login)
+            for tab in seam.live_sessions()
+            if seam.is_connected(tab) and (login := self.login_of(tab.token))
+        ]
+        try:
+            ended = await self.logins.ended([login for _, login in open_tabs])
+        except HistoryUnavailable:  # the next sweep tries again
+            return
+        for tab, login in open_tabs:
+            if login.token in ended:
+                log.info("Closed a connection of %s: that login was ended", login.user)
+                await seam.disconnect(tab)
 
     def start_sweeping(self) -> None:
         """Keep closing connections of sessions ended elsewhere (another replica, `make user-remove`)."""
@@ -119,8 +134,7 @@ class Sessions:
         async def sweep() -> None:
             while True:
                 await asyncio.sleep(SWEEP_INTERVAL_S)
-                with contextlib.suppress(HistoryUnavailable):
-                    await self.sweep_once()
+                await self.sweep_once()
 
         self.sweeping = asyncio.create_task(sweep())
 
