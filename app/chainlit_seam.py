@@ -46,6 +46,10 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   Chainlit uses `.files` in the app's directory and deletes it at shutdown, so one app process stopping would take
   away the files of every other process run from the same directory (a replica, a second `make chat`); each
   process gets a directory of its own in it.
+- `chainlit.message.time` and `chainlit.step.time`: Chainlit's Message and Step constructors call `time.sleep(0.001)`
+  (so that two steps built in a row get different millisecond timestamps), which stops the event loop, every
+  chat's stream with it, for a millisecond per message: three per answer, 25 ms when eight questions arrive at
+  once. Their `time` becomes one whose sleep returns at once; the history orders by microsecond timestamps.
 - `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
   (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
   before the app's settings; the page and Chainlit's upload route both check them.
@@ -54,10 +58,12 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 import os
 import shutil
+import types
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any, TypeVar, cast
 
@@ -99,6 +105,8 @@ PAGE_ROUTE = "/{full_path:path}"
 SHARED_CHAT_ROUTE = "/project/share/{thread_id}"
 # Chainlit's login routes the app runs its own code around (throttling, ending sessions, no renewal).
 LOGIN_ROUTES = (("/login", "POST"), ("/logout", "POST"), ("/auth/jwt", "POST"))
+# Chainlit's modules whose Message and Step constructors sleep.
+CONSTRUCTORS_THAT_SLEEP = ("chainlit.message", "chainlit.step")
 # A process's own directory in Chainlit's files directory: this, then its process id.
 FILES_OF_PROCESS = "process-"
 Handler = Callable[..., Awaitable[Any]]
@@ -371,6 +379,12 @@ def own_files_directory() -> None:
     own.mkdir(parents=True, exist_ok=True)
     chainlit_config.FILES_DIRECTORY = own
     chainlit_server.FILES_DIRECTORY = own  # type: ignore[attr-defined]  # its shutdown deletes this one
+
+
+def no_blocking_sleeps() -> None:
+    """Chainlit's Message and Step constructors go on without their blocking millisecond's sleep."""
+    for name in CONSTRUCTORS_THAT_SLEEP:  # by name: `chainlit.step` is also Chainlit's step decorator
+        importlib.import_module(name).time = types.SimpleNamespace(sleep=lambda _seconds: None)  # type: ignore[attr-defined]
 
 
 def is_alive(pid: int) -> bool:

@@ -30,6 +30,7 @@ from app.web.protection import protect
 
 settings = get_settings()
 seam.own_files_directory()
+seam.no_blocking_sleeps()
 backend = Backend(settings)
 history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
 guards.install(history.store)

@@ -13,6 +13,7 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import chainlit as cl
 import chainlit.server
 import pytest
 from chainlit.emitter import ChainlitEmitter
@@ -231,3 +232,26 @@ def test_chainlits_upload_route_checks_the_types_count_and_size_the_seam_sets():
     assert {"session_id", "file"} <= set(parameters)
     # What the page's upload becomes on the message the app reads: an element with its name, path and type.
     assert {"name", "path", "mime"} <= {field.name for field in dataclasses.fields(Element)}
+
+
+async def test_chainlits_messages_and_steps_are_built_without_stopping_the_event_loop(monkeypatch):
+    import importlib
+    import re
+    import time
+
+    from chainlit.context import init_http_context
+
+    modules = [importlib.import_module(name) for name in seam.CONSTRUCTORS_THAT_SLEEP]
+    for module in modules:  # `time` there serves that sleep and nothing else
+        assert set(re.findall(r"\btime\.\w+", inspect.getsource(module))) == {"time.sleep"}, module.__name__
+        monkeypatch.setattr(module, "time", time)
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    init_http_context()
+    cl.Message(content="hi")
+    cl.Step(name="run")
+    assert slept == [0.001, 0.001]  # Chainlit's own: the seam still has something to take away
+    seam.no_blocking_sleeps()
+    cl.Message(content="a")
+    cl.Step(name="run")
+    assert slept == [0.001, 0.001]
