@@ -30,6 +30,9 @@ from app.ui.answer_controls import offer_regenerate, show_line
 from app.ui.notices import say_error
 from app.ui.versions import cut
 
+# The page update of an answer after which it counts as streaming (the first one is its first words).
+STREAMING_FROM_UPDATE = 2
+
 
 @dataclass(frozen=True)
 class Pipeline:
@@ -145,14 +148,28 @@ class Pipeline:
             await self.history.save_shown(chat.branches.shown)
 
     async def answer_question(self, chat: ChatSession, question_id: str) -> None:
-        """Answer a new question, then draw its line: nothing but the request to vLLM before the first token."""
-        try:
-            await self.answer(chat, question_id)
-        finally:  # stopped before the stream began too
-            await show_line(chat, question_id, history=self.history_on)
+        """Answer a new question, and draw its line while the answer streams (or once it ended without)."""
+        drawn = False
 
-    async def answer(self, chat: ChatSession, question_id: str) -> None:
-        """Fit the branch up to the question into the window, stream the reply, and record it as a new version."""
+        async def draw_line() -> None:
+            nonlocal drawn
+            if not drawn:
+                drawn = True
+                await show_line(chat, question_id, history=self.history_on)
+
+        try:
+            await self.answer(chat, question_id, while_streaming=draw_line)
+        finally:  # stopped, failed or too short to get there
+            await draw_line()
+
+    async def answer(
+        self, chat: ChatSession, question_id: str, while_streaming: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Fit the branch up to the question into the window, stream the reply, and record it as a new version.
+
+        `while_streaming` runs once the reply is streaming, past its first page updates: not among the requests
+        and first words of a burst of questions, nor among the endings of answers that end together.
+        """
         prefs = chat.preferences
         try:
             model = await self.backend.model()
@@ -183,6 +200,9 @@ class Pipeline:
                     if not got_token:
                         got_token, first_token_at = True, time.perf_counter()
                     await batcher.add(delta)
+                    if while_streaming is not None and batcher.sends == STREAMING_FROM_UPDATE:
+                        await while_streaming()
+                        while_streaming = None
                     tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
                 tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
         except asyncio.CancelledError:
