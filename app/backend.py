@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +16,6 @@ from openai import AsyncAPIResponse, AsyncOpenAI
 
 from app.config import Settings
 from app.errors import ChatError, Problem
-from app.starting import Starting
 from app.token_bound import TemplateCost, learn_template_cost
 from app.transport import http_client
 
@@ -88,10 +87,9 @@ def _reason(exc: openai.APIError) -> str:
 class ChatStream:
     """Text deltas of one streamed completion; usage and finish reason once it ends."""
 
-    def __init__(self, response: AsyncAPIResponse[Any], server: str, first_token: Callable[[], None]) -> None:
+    def __init__(self, response: AsyncAPIResponse[Any], server: str) -> None:
         self._response = response
         self._server = server
-        self._first_token = first_token
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.finish_reason: str | None = None
@@ -118,7 +116,6 @@ class ChatStream:
                     if choice.get("finish_reason"):
                         self.finish_reason = choice["finish_reason"]
                     if text := (choice.get("delta") or {}).get("content"):
-                        self._first_token()
                         yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
             raise ChatError(Problem.INTERRUPTED, server=self._server) from exc
@@ -149,8 +146,6 @@ class Backend:
         self._template: TemplateCost | None = None
         self._template_learned = False
         self._learning = asyncio.Lock()  # many sessions' first messages arrive together
-        # Answers sent and still waiting for their first token (the history's writes wait for them).
-        self.starting = Starting()
 
     async def model(self) -> ModelInfo:
         """The served model (configured name or the first one listed), cached once found."""
@@ -251,13 +246,12 @@ class Backend:
             extra_body=extra or None,
         )
         async with AsyncExitStack() as closing:
-            first_token = closing.enter_context(self.starting.answer())
             try:
                 response = await closing.enter_async_context(request)
             except openai.OpenAIError as exc:
                 raise self._failed(exc) from exc
             try:
-                yield ChatStream(response, self.server, first_token)
+                yield ChatStream(response, self.server)
             except ChatError as exc:
                 if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
                     self.forget_model()

@@ -11,6 +11,7 @@ from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
 from app import guards, lifecycle, metrics, origins, presets, readiness, sharing, uploads
+from app.answering import Answering
 from app.backend import Backend
 from app.config import get_settings
 from app.history.presets import PresetStore
@@ -32,7 +33,8 @@ settings = get_settings()
 seam.own_files_directory()
 seam.no_blocking_sleeps()
 backend = Backend(settings)
-history = start(settings, lambda: text(session_language(), "history_unavailable"), backend.starting)
+answering = Answering()
+history = start(settings, lambda: text(session_language(), "history_unavailable"), answering)
 guards.install(history.store)
 sharing.install(settings)
 uploads.install(settings)
@@ -41,7 +43,7 @@ readiness.install(backend, history.store)
 protect(settings)
 origins.lock(settings.origins, settings.hosts)
 shares = fair_shares(settings, history)
-pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares, uploads.limits(settings))
+pipeline = Pipeline(backend, settings.stream_interval_ms / 1000, history, shares, uploads.limits(settings), answering)
 metrics.serve("127.0.0.1", settings.metrics_port)
 preset_store = PresetStore(history.store.writer) if history.store is not None else None
 if history.store is None:

@@ -15,6 +15,7 @@ import chainlit as cl
 
 from app import chainlit_seam as seam
 from app import metrics
+from app.answering import Answering
 from app.attachments import Upload, UploadLimits, as_seen, attachments_of, overflowing, read_all, with_files
 from app.backend import Backend, ModelInfo, Sampling
 from app.branches import Step, is_question
@@ -44,6 +45,8 @@ class Pipeline:
     history: History
     shares: Shares
     uploads: UploadLimits
+    # The answers being written now, the history's commits wait for.
+    answering: Answering
 
     @property
     def history_on(self) -> bool:
@@ -136,7 +139,7 @@ class Pipeline:
         """The session's one answer, and one of the user's, while the block runs (taken at once: no await before)."""
         chat.generation = asyncio.current_task()
         try:
-            with self.shares.answering(chat.user):
+            with self.shares.answering(chat.user), self.answering.answer():
                 yield
         finally:
             chat.generation = None

@@ -94,20 +94,6 @@ async def test_failure_mid_stream_keeps_what_arrived(fake, mode, problem, detail
     assert received == ["Hello", ", "]
 
 
-async def test_an_answer_counts_as_starting_until_its_first_token_or_its_end(fake):
-    backend, state = fake
-    async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
-        assert backend.starting.count == 1  # sent, nothing received yet
-        pieces = aiter(stream)
-        assert await anext(pieces) == "Hello" and backend.starting.count == 0
-        assert "".join([piece async for piece in pieces]) == ", world!"
-    assert backend.starting.count == 0
-    state.mode, state.status = "status", 500
-    with pytest.raises(ChatError):
-        await stream_text(backend)  # refused: never got a token
-    assert backend.starting.count == 0
-
-
 async def test_timeout(fake):
     backend, state = fake
     state.mode = "slow"

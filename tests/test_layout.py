@@ -17,7 +17,7 @@ LAYERS = {
     "app.errors": 0,
     "app.i18n": 0,
     "app.chainlit_seam": 0,
-    "app.starting": 1,
+    "app.answering": 1,
     "app.coalesce": 1,
     "app.token_bound": 1,
     "app.stats": 1,

@@ -21,6 +21,7 @@ from chainlit.context import init_http_context
 from chainlit.types import Feedback, Pagination, ThreadFilter
 from chainlit.user import PersistedUser, User
 
+from app.answering import Answering
 from app.conversation import Ending, Turn
 from app.errors import HistoryUnavailable, LoginRequired
 from app.history.accounts import Login, auth_secret, login_mode, remove_user, set_password, verify_password
@@ -37,7 +38,6 @@ from app.history.transcript import (
     preferences_of,
 )
 from app.preferences import Preferences
-from app.starting import Starting
 
 DATABASES = itertools.count()
 TIMEOUT_S = 15.0
@@ -456,21 +456,22 @@ async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no
     assert thread is not None and [s["output"] for s in thread["steps"]] == [f"message {index}" for index in range(20)]
 
 
-async def test_writes_wait_for_the_answers_starting_at_most_a_while_and_a_failure_is_still_reported(store, tmp_path):
+async def test_writes_wait_for_the_answers_being_written_at_most_a_while_and_a_failure_is_still_reported(
+    store, tmp_path
+):
     await user_with_chat(store, "me", name="busy")
-    starting = Starting()
-    store.writer.before_batch = functools.partial(starting.over, TIMEOUT_S)
+    answering = Answering()
+    store.writer.before_batch = functools.partial(answering.over, TIMEOUT_S)
 
     async def saved() -> list[str]:
         thread = await store.get_thread("t1")  # reads never wait
         return [s["output"] for s in thread["steps"]] if thread else []
 
-    with starting.answer() as first_token:
+    with answering.answer():
         writes = asyncio.gather(*(store.create_step(step(f"u{i}", "t1", "user_message", f"q{i}", i)) for i in range(3)))
         await asyncio.sleep(0.3)
         assert not writes.done() and await saved() == []
-        first_token()
-        await asyncio.wait_for(writes, TIMEOUT_S)
+    await asyncio.wait_for(writes, TIMEOUT_S)  # the answer is written: the writes go in
     assert await saved() == ["q0", "q1", "q2"]
 
     broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True, timeout_s=TIMEOUT_S)  # a folder
@@ -480,18 +481,17 @@ async def test_writes_wait_for_the_answers_starting_at_most_a_while_and_a_failur
         reported.append(what)
 
     broken.writer.on_write_failure, broken.writer.before_batch = report, store.writer.before_batch
-    with starting.answer() as first_token:
+    with answering.answer():
         failing = asyncio.ensure_future(broken.update_thread("t2", name="lost"))
         await asyncio.sleep(0.3)
         assert reported == [] and not failing.done()
-        first_token()
-        with pytest.raises(HistoryUnavailable):
-            await failing
+    with pytest.raises(HistoryUnavailable):
+        await failing
     assert reported == ["save the chat"]
     await broken.close()
 
-    store.writer.before_batch = functools.partial(starting.over, 0.2)
-    with starting.answer():  # an answer that never starts holds the writes only that long
+    store.writer.before_batch = functools.partial(answering.over, 0.2)
+    with answering.answer():  # a long answer holds the writes only that long
         await asyncio.wait_for(store.create_step(step("u3", "t1", "user_message", "q3", 3)), TIMEOUT_S)
         assert await saved() == ["q0", "q1", "q2", "q3"]
 

@@ -17,6 +17,7 @@ from chainlit.step import StepDict
 from chainlit.types import ThreadDict
 
 from app import chainlit_seam as seam
+from app.answering import Answering
 from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
@@ -27,13 +28,13 @@ from app.history.store import Actor, ChatStore
 from app.history.transcript import PREFERENCES_KEY
 from app.history.usage import Usage
 from app.shares import Shares
-from app.starting import Starting
 
 logger = logging.getLogger(__name__)
 # One notice per chat while writes keep failing: a notice per message would bury the answers.
 NOTICE_INTERVAL_S = 60.0
-# The longest the history's writes wait for the answers starting around them (under a burst of messages the
-# answers get their first tokens sooner; the writes still land a moment later).
+# The longest the history's writes wait for the app's answers to be written: they land when none is, or at
+# least this often (a commit's thread competes with the event loop for the app's core, and commits that come
+# in a batch cost less than one per answer).
 ANSWERS_FIRST_S = 0.3
 
 
@@ -115,7 +116,7 @@ class History:
         return dict(await self.store.get_whole_thread(thread_id or seam.thread_id()) or {}) or None
 
 
-def start(settings: Settings, notice: Callable[[], str], starting: Starting) -> History:
+def start(settings: Settings, notice: Callable[[], str], answering: Answering) -> History:
     """Register the data layer and the login Chainlit will use (at import, before Chainlit starts)."""
     login = startup_login(settings)
     if login is Login.NONE:
@@ -130,7 +131,7 @@ def start(settings: Settings, notice: Callable[[], str], starting: Starting) -> 
     )
     history = History(store, notice=notice)
     store.writer.on_write_failure = history.notify_write_failure
-    store.writer.before_batch = functools.partial(starting.over, ANSWERS_FIRST_S)
+    store.writer.before_batch = functools.partial(answering.over, ANSWERS_FIRST_S)
     store.new_chat_metadata = history.new_chat_metadata
     store.actor = tab_actor
     cl.data_layer(lambda: store)

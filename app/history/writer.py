@@ -43,8 +43,8 @@ class Writer:
         # How long a caller waits for the database: one that hangs (not refuses) gets the usual notice.
         self.timeout_s = timeout_s
         self.on_write_failure: WriteFailure | None = None
-        # What the writer awaits before each batch: the app's answers that are starting (a commit's thread
-        # competes with the event loop for the app's core, and a first token is what a user waits for).
+        # What the writer awaits before each batch: the app's answers being written (a commit's thread
+        # competes with the event loop for the app's core, which streams them).
         self.before_batch: Callable[[], Awaitable[None]] | None = None
         # Told each committed transaction's scratch (e.g. the chats it created, which later writes may rely on).
         self.after_commit: Callable[[dict[str, Any]], None] = lambda _scratch: None
