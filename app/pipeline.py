@@ -89,7 +89,7 @@ class Pipeline:
                 return
             question.metadata = with_files(question.metadata, files)
             await place(question, parent, received, chat.branches.newest())
-            await self.settle(chat, question.to_dict(), parent)
+            self.settle(chat, question.to_dict(), parent)
             await self.answer_question(chat, question.id)
 
     async def edit(self, chat: ChatSession, question_id: str, text: str) -> None:
@@ -107,7 +107,7 @@ class Pipeline:
             question = cl.Message(content=text, author=str(old.get("name") or "User"), type="user_message")
             question.metadata = with_files(placed(parent), files)  # the new version keeps the old one's files
             await question.send()
-            await self.settle(chat, question.to_dict(), parent)
+            self.settle(chat, question.to_dict(), parent)
             await self.answer_question(chat, question.id)
 
     async def regenerate(self, chat: ChatSession) -> None:
@@ -144,11 +144,11 @@ class Pipeline:
         finally:
             chat.generation = None
 
-    async def settle(self, chat: ChatSession, step: Step, parent: str) -> None:
+    def settle(self, chat: ChatSession, step: Step, parent: str) -> None:
         """A new message in the tree, shown; the choice kept if it changed (an older version was shown there)."""
         chat.branches.add(step, parent)
         if chat.branches.select(str(step["id"])):
-            await self.history.save_shown(chat.branches.shown)
+            self.history.keep_shown(chat.branches.shown)
 
     async def answer_question(self, chat: ChatSession, question_id: str) -> None:
         """Answer a new question, and draw its line while the answer streams (or once it ended without)."""
@@ -181,7 +181,7 @@ class Pipeline:
             sent = error.problem not in (Problem.MESSAGE_TOO_LONG, Problem.FILE_TOO_LONG)
             metrics.ANSWERS.labels(Ending.FAILED.value if sent else NOT_SENT).inc()
             shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
-            await self.settle(chat, shown.to_dict(), question_id)
+            self.settle(chat, shown.to_dict(), question_id)
             await show_line(chat, shown.id, history=self.history_on)
             await offer_regenerate(chat)
             return
@@ -229,12 +229,12 @@ class Pipeline:
         if reply.content or failure is None:
             reply.metadata = record.as_metadata()
             await reply.send()
-            await self.settle(chat, reply.to_dict(), question_id)
+            self.settle(chat, reply.to_dict(), question_id)
             await show_line(chat, reply.id, history=self.history_on)
         if failure is not None:
             shown = await say_error(chat, failure, None if reply.content else record)
             if not reply.content:
-                await self.settle(chat, shown.to_dict(), question_id)
+                self.settle(chat, shown.to_dict(), question_id)
                 await show_line(chat, shown.id, history=self.history_on)
         await offer_regenerate(chat)
 

@@ -8,7 +8,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,12 +40,12 @@ ANSWERS_FIRST_S = 0.3
 
 @dataclass
 class History:
-    """The store (None with history off), which chats were told of failures, and chats being named."""
+    """The store (None with history off), which chats were told of failures, and writes nobody waits for."""
 
     store: ChatStore | None
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
-    naming: set[asyncio.Task[None]] = field(default_factory=set)
+    unawaited: set[asyncio.Task[None]] = field(default_factory=set)
     # Login sessions the server ends (None with history off: nobody logs in).
     sessions: Sessions | None = None
 
@@ -78,9 +78,17 @@ class History:
     def name_chat(self, name: str) -> None:
         """Name this session's chat in a task started after Chainlit's own naming task: this name is kept."""
         if self.store is not None:
-            naming = asyncio.create_task(name_thread(self.store, seam.thread_id(), name))
-            self.naming.add(naming)  # the loop keeps only weak references to tasks
-            naming.add_done_callback(self.naming.discard)
+            self.unawaited_write(name_thread(self.store, seam.thread_id(), name))
+
+    def keep_shown(self, shown: dict[str, str]) -> None:
+        """save_shown in a task, for an answer being written: it never waits for the database (its writes do)."""
+        self.unawaited_write(self.save_shown(dict(shown)))
+
+    def unawaited_write(self, write: Coroutine[Any, Any, None]) -> None:
+        """Run a write in a task of its own (its failure is logged and announced by the store)."""
+        task = asyncio.create_task(write)
+        self.unawaited.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self.unawaited.discard)
 
     async def save_shown(self, shown: dict[str, str]) -> None:
         """Keep which version of a message this session's chat shows where it is not the newest."""
