@@ -46,10 +46,10 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   Chainlit uses `.files` in the app's directory and deletes it at shutdown, so one app process stopping would take
   away the files of every other process run from the same directory (a replica, a second `make chat`); each
   process gets a directory of its own in it.
-- `chainlit.message.time` and `chainlit.step.time`: Chainlit's Message and Step constructors call `time.sleep(0.001)`
-  (so that two steps built in a row get different millisecond timestamps), which stops the event loop, every
-  chat's stream with it, for a millisecond per message: three per answer, 25 ms when eight questions arrive at
-  once. Their `time` becomes one whose sleep returns at once; the history orders by microsecond timestamps.
+- `chainlit.message.time` and `chainlit.step.time`: Chainlit's Message and Step constructors sleep (blocking)
+  a millisecond, so that two steps built in a row get different millisecond timestamps, which stops the event
+  loop, every chat's stream with it: three times per answer, 25 ms when eight questions arrive at once. Their
+  `time` becomes one whose sleep returns at once; the history orders by microsecond timestamps.
 - `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
   (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
   before the app's settings; the page and Chainlit's upload route both check them.
