@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import inspect
 import os
+import re
+import time
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import chainlit as cl
 import chainlit.server
 import pytest
+from chainlit.context import init_http_context
 from chainlit.emitter import ChainlitEmitter
 from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, UpdateFeedbackRequest
 from fastapi import HTTPException
@@ -137,7 +141,6 @@ def test_writes_are_held_until_the_first_message_by_chainlits_decorator():
 
 
 async def test_a_stored_step_goes_back_on_the_page_and_off_it_again():
-    from chainlit.context import init_http_context
 
     init_http_context()  # the page's messages are a session's
     step = {"id": "s1", "createdAt": "2026-01-01T00:00:00Z", "output": "hi", "type": "user_message", "name": "User"}
@@ -235,12 +238,6 @@ def test_chainlits_upload_route_checks_the_types_count_and_size_the_seam_sets():
 
 
 async def test_chainlits_messages_and_steps_are_built_without_stopping_the_event_loop(monkeypatch):
-    import importlib
-    import re
-    import time
-
-    from chainlit.context import init_http_context
-
     modules = [importlib.import_module(name) for name in seam.CONSTRUCTORS_THAT_SLEEP]
     for module in modules:  # `time` there serves that sleep and nothing else
         assert set(re.findall(r"\btime\.\w+", inspect.getsource(module))) == {"time.sleep"}, module.__name__

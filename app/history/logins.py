@@ -96,20 +96,18 @@ class Logins:
         """
         if not logins:
             return set()
-        digests = {digest(login.token) for login in logins}
+        by_digest = {digest(login.token): login for login in logins}
         names = {login.user for login in logins}
 
         def over(connection: Connection) -> set[str]:
             logged_out = ended_sessions.c.token_digest
-            out = set(connection.execute(sa.select(logged_out).where(logged_out.in_(digests))).scalars())
+            out = set(connection.execute(sa.select(logged_out).where(logged_out.in_(by_digest))).scalars())
             accounts = sa.select(users.c.identifier, users.c.sessions_from).where(users.c.identifier.in_(names))
             sessions_from = {name: since or 0 for name, since in connection.execute(accounts)}
             return {
                 login.token
-                for login in logins
-                if digest(login.token) in out
-                or login.user not in sessions_from
-                or sessions_from[login.user] > login.issued_at
+                for token_digest, login in by_digest.items()
+                if token_digest in out or login.user not in sessions_from or sessions_from[login.user] > login.issued_at
             }
 
         return await self.writer.read("check logins", over)
