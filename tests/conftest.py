@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from types import FrameType
 
 import pytest
 
+from app.history.database import create_engine, database_url, upgrade
+from app.history.store import ChatStore
 from tests.support.chat_client import ChatClient
 from tests.support.postgres import PostgresServer
 from tests.support.servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running
+from tests.support.stores import Hooks
 
 # The user's own configuration never reaches a test: neither their environment nor their .env.
 for name in PROJECT_VARIABLES & set(os.environ):
@@ -179,3 +184,27 @@ def pytest_runtest_makereport(item, call):
         if log.stat().st_mtime >= call.start:
             tail = log.read_text(errors="replace").splitlines()[-15:]
             report.sections.append((f"last lines of {log.name}", "\n".join(line[:300] for line in tail)))
+
+
+# ---- the history's store on each database -------------------------------------------------------------------
+STORE_DATABASES = itertools.count()
+
+
+@pytest.fixture
+def hooks() -> Hooks:
+    """What the store asks its app, as the test sets it (a REST route that checked, until it says otherwise)."""
+    return Hooks()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path, hooks: Hooks) -> AsyncIterator[ChatStore]:
+    """A migrated, empty store on each database, with the test's hooks."""
+    if request.param == "sqlite":
+        url = database_url("", tmp_path)
+    else:
+        url = database_url(request.getfixturevalue("postgres").new_database(f"store_{next(STORE_DATABASES)}"), tmp_path)
+    engine = create_engine(url)
+    upgrade(engine)
+    chat_store = hooks.store(engine)
+    yield chat_store
+    await chat_store.close()

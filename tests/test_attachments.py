@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.attachments import (
+from app.chat.attachments import (
     FILES_KEY,
     Attachment,
     Upload,
@@ -18,7 +18,7 @@ from app.attachments import (
     read_all,
     with_files,
 )
-from app.conversation import Message
+from app.chat.conversation import Message
 from app.errors import ChatError, Problem
 from tests.support.fake_openai import count_tokens
 from tests.support.pdfs import pdf

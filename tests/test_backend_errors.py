@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.backend import Backend, Sampling
+from app.chat.backend import Backend, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
 from app.i18n import error_text

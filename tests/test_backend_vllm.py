@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.backend import Backend, ChatStream, Message, Sampling
+from app.chat.backend import Backend, ChatStream, Message, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
 

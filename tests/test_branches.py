@@ -5,20 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.branches import ROOT, Branches
-from app.conversation import Ending, Turn
-from app.history.transcript import (
-    FOLLOWS,
-    SHOWN_KEY,
-    Answer,
-    branches_of,
-    conversation_before,
-    conversation_of,
-    export_json,
-    export_markdown,
-    on_screen,
-)
-from app.preferences import Preferences
+from app.chat.branches import FOLLOWS, ROOT, Answer, Branches, branches_of, conversation_before, conversation_of
+from app.chat.conversation import Ending, Turn
+from app.chat.preferences import Preferences
+from app.history.transcript import SHOWN_KEY, export_json, export_markdown, on_screen
 
 PREFS = Preferences(temperature=0.5, top_p=1.0, max_tokens=64, repetition_penalty=1.0, system_prompt="")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.conversation import MIN_REPLY_TOKENS, Conversation, Turn, plan_request
+from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Turn, plan_request
 from app.errors import ChatError, Problem
 from tests.support.fake_openai import count_tokens
 

@@ -1,4 +1,4 @@
-"""The Chainlit internals app/chainlit_seam.py relies on still exist in the installed Chainlit (no server needed).
+"""The Chainlit internals app/page/seam.py relies on still exist in the installed Chainlit (no server needed).
 
 Bumping Chainlit's pin: run this first; a failure names the internal that moved.
 """
@@ -25,7 +25,7 @@ from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, Upda
 from fastapi import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from app import chainlit_seam as seam
+from app.page import seam
 from app.web.headers import own_page
 from tests.support.servers import ROOT
 
@@ -210,7 +210,7 @@ def test_chainlits_upload_route_checks_the_types_count_and_size_the_seam_sets():
     from fastapi import UploadFile
     from starlette.datastructures import Headers
 
-    from app.uploads import ROUTE, accept
+    from app.web.uploads import ROUTE, accept
 
     def upload(name: str, mime: str, size: int) -> UploadFile:
         return UploadFile(file=None, size=size, filename=name, headers=Headers({"content-type": mime}))  # type: ignore[arg-type]

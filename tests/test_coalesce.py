@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.coalesce import Coalescer
+from app.chat.coalesce import Coalescer
 
 
 class Clock:

@@ -11,44 +11,27 @@ import pytest
 from tests.support.servers import ROOT
 
 PACKAGES = ("app", "serving", "tools")
-# Each module's layer; a module may import only from its own layer or a lower one.
-LAYERS = {
+# Each package's (or module's) tier, top to bottom as CONTRIBUTING.md draws them: a module may import only from
+# its own tier or a lower one. A package's modules share its tier.
+TIERS = {
+    "app.main": 7,  # Chainlit's callbacks
+    "app.__main__": 7,  # `make chat`
+    "app.build": 6,  # the app assembled
+    "app.presets": 5,  # a feature: its data, its store, its page
+    "app.web": 4,  # the HTTP guards around Chainlit
+    "app.page": 3,  # everything that touches Chainlit
+    "app.history": 2,  # storage
+    "app.chat": 1,  # the chat core
+    "app": 0,  # the package itself (an empty __init__): its modules have tiers of their own
     "app.config": 0,
     "app.errors": 0,
     "app.i18n": 0,
-    "app.chainlit_seam": 0,
-    "app.answering": 1,
-    "app.coalesce": 1,
-    "app.token_bound": 1,
-    "app.stats": 1,
-    "app.preferences": 1,
-    "app.conversation": 1,
-    "app.attachments": 1,
-    "app.branches": 1,
-    "app.backend": 1,
-    "app.transport": 0,
-    "app.session": 1,
-    "app.history": 1,  # the package's modules, but for those below
-    "app.history.service": 2,
-    "app.history.users": 2,
-    "app.origins": 2,
-    "app.guards": 2,
-    "app.readiness": 2,
     "app.metrics": 0,
-    "app.shares": 2,
-    "app.sharing": 2,
-    "app.presets": 2,
-    "app.uploads": 2,
-    "app.web": 1,
-    "app.web.protection": 2,
-    "app.lifecycle": 2,
-    "app.ui": 2,
-    "app.pipeline": 3,
-    "app.main": 4,
-    "app.__main__": 4,
-    "serving": 5,  # the server side reads the app's settings only
-    "tools": 6,
+    "serving": 8,  # the server side reads the app's settings only
+    "tools": 9,
 }
+# Where Chainlit may be imported: the callbacks, the page, the presets' page, and the data layer's interface.
+CHAINLIT_IMPORTERS = ("app.main", "app.page", "app.presets.panel", "app.history.store", "app.history.rows")
 # Folders the layout table names as a whole: Alembic's revisions and entry point.
 NAMED_AS_A_FOLDER = ("app/history/migrations/",)
 # What the server side and the tools may take from the app.
@@ -66,11 +49,16 @@ def modules() -> dict[str, Path]:
     return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
 
 
-def layer(module: str) -> int:
-    """The layer of the longest entry of LAYERS that names the module or a package holding it."""
-    holders = [name for name in LAYERS if module == name or module.startswith(name + ".")]
-    assert holders, f"{module} has no layer in tests/test_layout.py"
-    return LAYERS[max(holders, key=len)]
+def holder(module: str) -> str:
+    """The longest entry of TIERS that names the module or a package holding it."""
+    holders = [name for name in TIERS if module == name or (name != "app" and module.startswith(name + "."))]
+    assert holders, f"{module} has no tier in tests/test_layout.py"
+    return max(holders, key=len)
+
+
+def tier(module: str) -> int:
+    """The tier of a module: its own entry's, or its package's."""
+    return TIERS[holder(module)]
 
 
 def imports(path: Path, known: set[str]) -> set[str]:
@@ -91,14 +79,55 @@ def graph() -> dict[str, set[str]]:
     return {name: imports(path, set(found)) for name, path in found.items()}
 
 
-def test_no_module_imports_from_a_higher_layer():
+def test_no_module_imports_from_a_higher_tier():
     upward = [
-        f"{module} (layer {layer(module)}) imports {imported} (layer {layer(imported)})"
+        f"{module} (tier {tier(module)}) imports {imported} (tier {tier(imported)})"
         for module, imported_modules in graph().items()
         for imported in imported_modules
-        if layer(imported) > layer(module)
+        if tier(imported) > tier(module)
     ]
     assert upward == []
+
+
+def chainlit_imports(path: Path) -> list[int]:
+    """The lines where a module imports Chainlit, under TYPE_CHECKING too."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "chainlit" for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "chainlit")
+    ]
+
+
+def test_the_chat_core_never_imports_chainlit():
+    offenders = [
+        f"{name}:{lines}"
+        for name, path in modules().items()
+        if name.startswith("app.chat.") and (lines := chainlit_imports(path))
+    ]
+    assert offenders == []
+
+
+def test_chainlit_is_imported_only_where_the_layout_allows():
+    allowed = tuple(CHAINLIT_IMPORTERS)
+    offenders = [
+        name
+        for name, path in modules().items()
+        if name.startswith("app")
+        and chainlit_imports(path)
+        and not (name in allowed or name.startswith(tuple(a + "." for a in allowed)))
+    ]
+    assert offenders == []
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Each package's (or top-level module's) imports of other packages, by their TIERS entry."""
+    edges: dict[str, set[str]] = {}
+    for module, imported_modules in graph().items():
+        edges.setdefault(holder(module), set()).update(
+            holder(i) for i in imported_modules if holder(i) != holder(module)
+        )
+    return edges
 
 
 def test_the_server_side_and_the_tools_take_only_the_settings_from_the_app():
@@ -112,8 +141,8 @@ def test_the_server_side_and_the_tools_take_only_the_settings_from_the_app():
     assert taken == set()
 
 
-def test_no_import_cycle():
-    edges = graph()
+def cycles_in(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import loops in a graph, one per starting point that finds one."""
     state: dict[str, str] = {}
 
     def visit(module: str, path: list[str]) -> list[str]:
@@ -126,8 +155,15 @@ def test_no_import_cycle():
         state[module] = "done"
         return []
 
-    cycles = [cycle for module in sorted(edges) if module not in state and (cycle := visit(module, []))]
-    assert cycles == []
+    return [cycle for module in sorted(edges) if module not in state and (cycle := visit(module, []))]
+
+
+def test_no_import_cycle_between_modules():
+    assert cycles_in(graph()) == []
+
+
+def test_no_import_loop_between_packages():
+    assert cycles_in(package_graph()) == []
 
 
 @pytest.mark.parametrize("module", sorted(modules()))

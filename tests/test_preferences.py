@@ -7,8 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.chat.preferences import Preferences, apply_changes
 from app.config import Settings
-from app.preferences import Preferences, apply_changes
 
 DEFAULTS = Preferences.defaults(Settings())
 LIMIT = 4096

@@ -10,18 +10,17 @@ from typing import Any
 import pytest
 from chainlit.user import User
 
+from app.chat.preferences import Preferences
 from app.config import DEFAULT_SYSTEM_PROMPT, Settings
 from app.errors import ChatError, Problem
-from app.history.presets import MOST_PRESETS, Outcome, PresetStore
 from app.history.store import Actor, ChatStore
-from app.preferences import Preferences
-from app.presets import BY_NAME, preset_name
+from app.presets.builtin import BY_NAME, preset_name
+from app.presets.store import MOST_PRESETS, Outcome, PresetStore
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ChatApp, VllmServer, running
+from tests.support.stores import step, user_with_chat
 from tests.test_history import answer_of, app_with_users
-from tests.test_store import step, store, user_with_chat
 
-__all__ = ["store"]  # the store fixture (SQLite, then PostgreSQL), shared with test_store.py
 TRANSLATE = "Translate zh↔en"
 
 
@@ -83,18 +82,18 @@ async def test_a_users_presets_are_theirs_alone(store):
     assert await presets.save("nobody", "x", settings) is Outcome.NOT_FOUND
 
 
-async def test_favourite_prompts_are_starred_and_listed_only_by_their_user(store):
+async def test_favourite_prompts_are_starred_and_listed_only_by_their_user(store, hooks):
     alice, bob = await two_users(store)
     await store.create_step(step("q1", "t1", "user_message", "alice's prompt", 1))
     await store.create_step(step("a1", "t1", "assistant_message", "an answer", 2))
     await store.create_step(step("q2", "t2", "user_message", "bob's prompt", 3))
     question = step("q1", "t1", "user_message", "alice's prompt", 1)
 
-    store.actor = lambda: Actor("bob", "t2")  # bob's tab naming alice's message
+    hooks.actor = Actor("bob", "t2")  # bob's tab naming alice's message
     await store.set_step_favorite(question, True)
     assert await store.get_favorite_steps(alice) == [] and await store.get_favorite_steps(bob) == []
 
-    store.actor = lambda: Actor("alice", "t1")
+    hooks.actor = Actor("alice", "t1")
     starred = await store.set_step_favorite(question, True)
     assert starred["metadata"]["favorite"] is True
     await store.set_step_favorite(step("a1", "t1", "assistant_message", "an answer", 2), True)
@@ -103,10 +102,10 @@ async def test_favourite_prompts_are_starred_and_listed_only_by_their_user(store
     thread = await store.get_thread("t1")
     assert thread is not None and thread["steps"][0]["output"] == "alice's prompt"  # the rest of it as it was
 
-    store.actor = lambda: Actor("bob", "t2")
+    hooks.actor = Actor("bob", "t2")
     await store.set_step_favorite(question, False)
     assert [s["id"] for s in await store.get_favorite_steps(alice)] == ["q1"]
-    store.actor = lambda: Actor("alice", "t1")
+    hooks.actor = Actor("alice", "t1")
     await store.set_step_favorite(question, False)
     assert await store.get_favorite_steps(alice) == []
 

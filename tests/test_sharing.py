@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from app.sharing import may_view
+from app.web.share_links import may_view
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ChatApp, VllmServer, running
 from tests.test_history import answer_of, run_users, started_chat

@@ -15,7 +15,7 @@ BLOCKING = re.compile(
 def test_no_blocking_calls_in_the_app():
     offenders = [
         f"{path.name}:{number}: {line.strip()}"
-        for path in APP.glob("*.py")
+        for path in APP.rglob("*.py")
         if path.name != "__main__.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if BLOCKING.search(line)
@@ -24,4 +24,4 @@ def test_no_blocking_calls_in_the_app():
 
 
 def test_the_app_never_imports_vllm():
-    assert not [p for p in APP.glob("*.py") if re.search(r"^\s*(import|from)\s+vllm\b", p.read_text(), re.M)]
+    assert not [p for p in APP.rglob("*.py") if re.search(r"^\s*(import|from)\s+vllm\b", p.read_text(), re.M)]

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import json
 import sqlite3
 import stat
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,66 +17,20 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from chainlit.context import init_http_context
 from chainlit.types import Feedback, Pagination, ThreadFilter
-from chainlit.user import PersistedUser, User
+from chainlit.user import User
 
-from app.answering import Answering
-from app.conversation import Ending, Turn
+from app.chat.answering import Answering
+from app.chat.branches import Answer, branches_of, conversation_of
+from app.chat.conversation import Ending, Turn
+from app.chat.preferences import Preferences
 from app.errors import HistoryUnavailable, LoginRequired
 from app.history.accounts import Login, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.history.database import create_engine, database_url, upgrade
 from app.history.logins import Logins, LoginToken
 from app.history.schema import metadata
 from app.history.store import Actor, ChatStore
-from app.history.transcript import (
-    Answer,
-    branches_of,
-    conversation_of,
-    export_json,
-    export_markdown,
-    preferences_of,
-)
-from app.preferences import Preferences
-
-DATABASES = itertools.count()
-TIMEOUT_S = 15.0
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatStore]:
-    """A migrated, empty store on each database."""
-    if request.param == "sqlite":
-        url = database_url("", tmp_path)
-    else:
-        url = database_url(request.getfixturevalue("postgres").new_database(f"store_{next(DATABASES)}"), tmp_path)
-    engine = create_engine(url)
-    upgrade(engine)
-    chat_store = ChatStore(engine, open_registration=True, timeout_s=TIMEOUT_S)
-    yield chat_store
-    await chat_store.close()
-
-
-def step(step_id: str, thread_id: str, kind: str, text: str, at: int, **meta: object) -> Any:
-    """A step as Chainlit sends it."""
-    return {
-        "id": step_id,
-        "threadId": thread_id,
-        "type": kind,
-        "name": kind,
-        "output": text,
-        "createdAt": f"2026-01-01T00:00:{at:02d}.000001Z",
-        "metadata": meta,
-        "streaming": False,
-        "language": None,
-    }
-
-
-async def user_with_chat(store: ChatStore, identifier: str, *, name: str) -> PersistedUser:
-    """A user and their chat "t1", named as Chainlit's first message names it."""
-    init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    user = await store.create_user(User(identifier=identifier))
-    assert user is not None
-    await store.update_thread("t1", name=name, user_id=user.id)
-    return user
+from app.history.transcript import export_json, export_markdown, preferences_of
+from tests.support.stores import TIMEOUT_S, Hooks, step, user_with_chat
 
 
 async def test_the_migrated_schema_is_the_one_the_code_uses_and_migrating_twice_changes_nothing(store):
@@ -154,7 +106,7 @@ async def test_a_chat_is_read_on_the_branch_shown_and_whole_with_every_version(s
     assert whole is not None and [s["id"] for s in whole["steps"]] == ["q1", "a1", "q2", "a2", "a2b"]
 
 
-async def test_a_branch_continues_in_a_new_chat_of_the_same_user_and_the_chat_stays_as_it_was(store):
+async def test_a_branch_continues_in_a_new_chat_of_the_same_user_and_the_chat_stays_as_it_was(store, hooks):
     await versioned_chat(store)
     await store.save_shown("t1", {"q2": "a2"})
     branch = ["q1", "a1", "q2", "a2"]
@@ -174,7 +126,7 @@ async def test_a_branch_continues_in_a_new_chat_of_the_same_user_and_the_chat_st
     original = await store.get_whole_thread("t1")
     assert original is not None and [s["id"] for s in original["steps"]] == [*branch, "a2b"]
     # Someone else's tab cannot copy it.
-    store.actor = lambda: Actor("intruder", "their-own-chat")
+    hooks.actor = Actor("intruder", "their-own-chat")
     assert await store.fork("t1", branch, str, {}) is None
 
 
@@ -196,11 +148,11 @@ async def test_a_chat_keeps_its_first_owner(store):
     assert await store.get_thread_author("t2") == "intruder"
 
 
-async def test_a_chat_starts_with_the_apps_metadata_when_first_named_and_keeps_it_after(store):
+async def test_a_chat_starts_with_the_apps_metadata_when_first_named_and_keeps_it_after(store, hooks):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
     user = await store.create_user(User(identifier="local"))
     assert user is not None
-    store.new_chat_metadata = lambda: {"chat_settings": {"top_p": 0.5}}
+    hooks.new_chat_metadata = {"chat_settings": {"top_p": 0.5}}
     await store.create_step(step("u1", "t1", "user_message", "hi", 1))  # the question may come first
     await store.update_thread("t1", name="hi", user_id=user.id)
     await store.update_thread("t2", name="fresh", user_id=user.id)
@@ -259,13 +211,9 @@ async def test_deleting_a_chat_removes_all_of_it_and_nothing_else(store):
 
 async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tmp_path, caplog):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
-    broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True, timeout_s=TIMEOUT_S)  # a folder
-    reported: list[str] = []
-
-    async def report(what: str) -> None:
-        reported.append(what)
-
-    broken.writer.on_write_failure = report
+    hooks = Hooks()
+    broken = hooks.store(create_engine(f"sqlite:///{tmp_path}"))  # a folder
+    reported = hooks.failures
     await broken.create_step(step("u1", "t1", "user_message", "hi", 1))  # a task nobody awaits: never raises
     with pytest.raises(HistoryUnavailable):
         await broken.update_thread("t1", name="renamed")
@@ -278,13 +226,9 @@ async def test_a_write_the_database_holds_up_is_reported_then_made_once_it_answe
     init_http_context()
     engine = create_engine(database_url("", tmp_path))
     upgrade(engine)
-    held_up = ChatStore(engine, open_registration=True, timeout_s=0.5)
-    reported: list[str] = []
-
-    async def report(what: str) -> None:
-        reported.append(what)
-
-    held_up.writer.on_write_failure = report
+    hooks = Hooks()
+    held_up = hooks.store(engine, timeout_s=0.5)
+    reported = hooks.failures
     other_writer = sqlite3.connect(tmp_path / "chat.db", isolation_level=None)
     other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock, as a hung transaction would
     try:
@@ -457,11 +401,11 @@ async def test_writes_queued_together_commit_together_and_one_bad_write_loses_no
 
 
 async def test_writes_wait_for_the_answers_being_written_at_most_a_while_and_a_failure_is_still_reported(
-    store, tmp_path
+    store, hooks, tmp_path
 ):
     await user_with_chat(store, "me", name="busy")
     answering = Answering()
-    store.writer.before_batch = functools.partial(answering.over, TIMEOUT_S)
+    hooks.before_batch = functools.partial(answering.over, TIMEOUT_S)
 
     async def saved() -> list[str]:
         thread = await store.get_thread("t1")  # reads never wait
@@ -474,13 +418,9 @@ async def test_writes_wait_for_the_answers_being_written_at_most_a_while_and_a_f
     await asyncio.wait_for(writes, TIMEOUT_S)  # the answer is written: the writes go in
     assert await saved() == ["q0", "q1", "q2"]
 
-    broken = ChatStore(create_engine(f"sqlite:///{tmp_path}"), open_registration=True, timeout_s=TIMEOUT_S)  # a folder
-    reported: list[str] = []
-
-    async def report(what: str) -> None:
-        reported.append(what)
-
-    broken.writer.on_write_failure, broken.writer.before_batch = report, store.writer.before_batch
+    broken_hooks = Hooks(before_batch=hooks.before_batch)
+    broken = broken_hooks.store(create_engine(f"sqlite:///{tmp_path}"))  # a folder
+    reported = broken_hooks.failures
     with answering.answer():
         failing = asyncio.ensure_future(broken.update_thread("t2", name="lost"))
         await asyncio.sleep(0.3)
@@ -490,7 +430,7 @@ async def test_writes_wait_for_the_answers_being_written_at_most_a_while_and_a_f
     assert reported == ["save the chat"]
     await broken.close()
 
-    store.writer.before_batch = functools.partial(answering.over, 0.2)
+    hooks.before_batch = functools.partial(answering.over, 0.2)
     with answering.answer():  # a long answer holds the writes only that long
         await asyncio.wait_for(store.create_step(step("u3", "t1", "user_message", "q3", 3)), TIMEOUT_S)
         assert await saved() == ["q0", "q1", "q2", "q3"]
@@ -501,3 +441,15 @@ async def test_text_with_a_nul_character_is_kept_without_it(store):
     await store.create_step(step("u1", "t1", "user_message", "before\x00after", 1))
     thread = await store.get_thread("t1")
     assert thread is not None and thread["name"] == "ab" and thread["steps"][0]["output"] == "beforeafter"
+
+
+async def test_a_store_built_without_an_actor_writes_into_no_existing_chat(store, caplog):
+    await user_with_chat(store, "owner", name="theirs")
+    await store.create_step(step("u1", "t1", "user_message", "kept", 1))
+    unowned = ChatStore(store.engine, open_registration=True, timeout_s=TIMEOUT_S)  # a script, a new route
+    await unowned.create_step(step("u2", "t1", "user_message", "slipped in", 2))
+    await unowned.update_thread("t1", name="taken over")
+    thread = await store.get_thread("t1")
+    assert thread is not None and thread["name"] == "theirs"
+    assert [s["output"] for s in thread["steps"]] == ["kept"]
+    assert "refused to save a message for nobody known" in caplog.text

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.backend import Backend
+from app.chat.backend import Backend
+from app.chat.token_bound import TemplateCost, content_bound, learn_template_cost, probe
 from app.config import Settings
-from app.token_bound import TemplateCost, content_bound, learn_template_cost, probe
 from tests.support.chat_client import ChatClient
 
 CJK = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from app.transport import LIMITS, http_client
+from app.chat.transport import LIMITS, http_client
 
 ANSWER = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok": true}'
 

@@ -6,8 +6,9 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
@@ -17,7 +18,6 @@ from chainlit.user import PersistedUser, User
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
-from app.chainlit_seam import held_until_first_message
 from app.errors import HistoryUnavailable
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
@@ -44,6 +44,22 @@ class Actor:
     thread_id: str
 
 
+class Route(Enum):
+    """Who writes when no tab does."""
+
+    # A REST route of Chainlit's (rename, delete, share, feedback) that checked the chat's owner itself.
+    CHECKED = "checked"
+
+
+# Whom a write is for: a tab's actor, a route that checked, or nobody known (then nothing existing is touched).
+Caller = Actor | Route | None
+
+
+def nobody() -> Caller:
+    """No actor given: writes into an existing chat are refused."""
+    return None
+
+
 class ChatStore(BaseDataLayer):
     """Users, threads, steps, elements and feedback, written at message boundaries through the writer.
 
@@ -51,18 +67,33 @@ class ChatStore(BaseDataLayer):
     call raises HistoryUnavailable when the database fails.
     """
 
-    def __init__(self, engine: Engine, *, open_registration: bool, timeout_s: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        open_registration: bool,
+        timeout_s: float,
+        actor: Callable[[], Caller] = nobody,
+        new_chat_metadata: Callable[[], dict[str, Any]] = dict,
+        on_write_failure: Callable[[str], Awaitable[None]] | None = None,
+        before_batch: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.engine = engine
-        self.writer = Writer(engine, timeout_s)
-        self.writer.after_commit = self._committed
+        self.writer = Writer(
+            engine,
+            timeout_s,
+            on_write_failure=on_write_failure,
+            before_batch=before_batch,
+            after_commit=self._committed,
+        )
         # Local single-user mode: whoever the header callback names becomes a user. With passwords,
         # users are only those added with `make user-add` (a removed user's token creates nobody).
         self.open_registration = open_registration
         # What a chat starts with when it is named at its first message (the app's settings so far), so a
         # chat holds its settings from its first write on, at no extra statement.
-        self.new_chat_metadata: Callable[[], dict[str, Any]] = dict
-        # Whom a write that Chainlit makes for a tab is for (None: no tab, e.g. a REST route that checked itself).
-        self.actor: Callable[[], Actor | None] = lambda: None
+        self.new_chat_metadata = new_chat_metadata
+        # Whom a write that Chainlit makes is for: a tab's user and chat, or a route that checked the owner itself.
+        self.actor = actor
         # Statements built once (these and the cached properties): building an upsert costs more CPU than running it.
         self._upserts: dict[str, sa.Insert] = {}
         # Chats known to have a committed row, so a message costs one statement, not two.
@@ -107,14 +138,25 @@ class ChatStore(BaseDataLayer):
         """The identifier of a chat's user."""
         return sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == sa.bindparam("id"))
 
-    def _writable(self, connection: Connection, thread_id: str, actor: Actor | None, what: str) -> bool:
+    def _writable(self, connection: Connection, thread_id: str, actor: Caller, what: str) -> bool:
         """Whether the actor may write into the chat (its tab's own, or its user's); a refusal is logged."""
-        if actor is None or thread_id == actor.thread_id:
+        if actor is Route.CHECKED or (isinstance(actor, Actor) and thread_id == actor.thread_id):
             return True
-        if connection.execute(self._owner_of_thread, {"id": thread_id}).scalar() == actor.user:
+        owner = connection.execute(self._owner_of_thread, {"id": thread_id}).first()
+        if actor is None:  # nobody known: a chat that exists is not touched
+            if owner is None and connection.execute(self._thread_exists, {"id": thread_id}).first() is None:
+                return True
+            logger.warning("History: refused to %s for nobody known: chat %s exists", what, thread_id)
+            return False
+        if owner is not None and owner[0] == actor.user:
             return True
         logger.warning("History: refused to %s for %s: chat %s is not theirs", what, actor.user, thread_id)
         return False
+
+    @functools.cached_property
+    def _thread_exists(self) -> sa.Select[Any]:
+        """A chat's id, if it has a row."""
+        return sa.select(threads.c.id).where(threads.c.id == sa.bindparam("id"))
 
     @functools.cached_property
     def _new_thread(self) -> sa.Insert:
@@ -185,7 +227,6 @@ class ChatStore(BaseDataLayer):
 
     # ---- elements ----------------------------------------------------------------------
 
-    @held_until_first_message
     async def create_element(self, element: Element) -> None:
         details = dict(element.to_dict())
         row = {"id": element.id, "thread_id": element.thread_id, "for_id": element.for_id, "details": details}
@@ -208,7 +249,6 @@ class ChatStore(BaseDataLayer):
         details = await self._scalar("read an answer's details", query)
         return cast("ElementDict | None", details)
 
-    @held_until_first_message
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
         actor, what = self.actor(), "remove an answer's details"
 
@@ -221,7 +261,6 @@ class ChatStore(BaseDataLayer):
 
     # ---- steps (messages) --------------------------------------------------------------
 
-    @held_until_first_message
     async def create_step(self, step_dict: StepDict) -> None:
         await self._save_step(step_dict)
 
@@ -233,11 +272,9 @@ class ChatStore(BaseDataLayer):
                 "save a message", lambda connection: self._put_step(connection, step_dict, actor)
             )
 
-    @held_until_first_message
     async def update_step(self, step_dict: StepDict) -> None:
         await self._save_step(step_dict)
 
-    @held_until_first_message
     async def delete_step(self, step_id: str) -> None:
         actor = self.actor()
 
@@ -251,7 +288,7 @@ class ChatStore(BaseDataLayer):
 
         await self.writer.write_in_background("remove a message", work)
 
-    def _put_step(self, connection: Connection, step_dict: StepDict, actor: Actor | None) -> None:
+    def _put_step(self, connection: Connection, step_dict: StepDict, actor: Caller) -> None:
         """Insert or replace one step, creating its thread if Chainlit has not yet."""
         thread_id = str(step_dict["threadId"])
         if self._writable(connection, thread_id, actor, "save a message"):
@@ -328,7 +365,7 @@ class ChatStore(BaseDataLayer):
         if metadata is not None:
             # Chainlit's save of a tab's session carries the copy of the chat's metadata it read at resume: the
             # versions shown and the sharing are written only by what changes them (save_shown, the share route).
-            stale = (SHOWN_KEY, *SHARING_KEYS) if self.actor() is not None else (SHOWN_KEY,)
+            stale = (SHOWN_KEY, *SHARING_KEYS) if isinstance(self.actor(), Actor) else (SHOWN_KEY,)
             metadata = {key: value for key, value in metadata.items() if key not in stale}
         await self._save_thread(thread_id, name, user_id, metadata, tags)
 
@@ -479,7 +516,11 @@ class ChatStore(BaseDataLayer):
             row = connection.execute(
                 sa.select(steps.c.thread_id, steps.c.metadata).where(steps.c.id == step_id)
             ).first()
-            if row is None or actor is None or not self._writable(connection, row.thread_id, actor, what):
+            if (
+                row is None
+                or not isinstance(actor, Actor)
+                or not self._writable(connection, row.thread_id, actor, what)
+            ):
                 return
             starred = {**(row.metadata or {}), "favorite": favorite}
             connection.execute(sa.update(steps).where(steps.c.id == step_id).values(metadata=starred))

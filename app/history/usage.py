@@ -21,13 +21,6 @@ def today() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
-def hours_to_midnight() -> int:
-    """Whole hours (rounded up) until the UTC day, and so a daily quota, starts again."""
-    now = datetime.now(UTC)
-    midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    return max(1, -(-int((midnight - now).total_seconds()) // 3600))
-
-
 class Usage:
     """One user's tokens per day, added to at each answer."""
 

@@ -38,16 +38,24 @@ class Writer:
     A failed write is logged as an error and reported through `on_write_failure` (the chat shows a notice).
     """
 
-    def __init__(self, engine: Engine, timeout_s: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        timeout_s: float,
+        *,
+        on_write_failure: WriteFailure | None = None,
+        before_batch: Callable[[], Awaitable[None]] | None = None,
+        after_commit: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.engine = engine
         # How long a caller waits for the database: one that hangs (not refuses) gets the usual notice.
         self.timeout_s = timeout_s
-        self.on_write_failure: WriteFailure | None = None
+        self.on_write_failure = on_write_failure
         # What the writer awaits before each batch: the app's answers being written (a commit's thread
         # competes with the event loop for the app's core, which streams them).
-        self.before_batch: Callable[[], Awaitable[None]] | None = None
+        self.before_batch = before_batch
         # Told each committed transaction's scratch (e.g. the chats it created, which later writes may rely on).
-        self.after_commit: Callable[[dict[str, Any]], None] = lambda _scratch: None
+        self.after_commit = after_commit
         # One writer per process commits whatever is queued in one transaction: SQLite has one writer at a
         # time anyway, and a transaction per message costs more than the message's statements.
         self._queue: list[tuple[Work, asyncio.Future[Any]]] = []
@@ -135,7 +143,8 @@ class Writer:
         """Run the works in one transaction, in a worker thread, however long it takes (writes keep their order)."""
         with metrics.HISTORY_COMMIT.time():
             results, scratch = await self._in_thread(self._run_together, works)
-        self.after_commit(scratch)
+        if self.after_commit is not None:
+            self.after_commit(scratch)
         return results
 
     def _run_together(self, works: list[Work]) -> tuple[list[Any], dict[str, Any]]:

@@ -14,8 +14,8 @@ from fastapi import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from app import chainlit_seam as seam
 from app.i18n import language_of, text
+from app.page import seam
 
 PAGE = """<!DOCTYPE html>
 <html lang="{lang}">

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
-from chainlit.types import ThreadDict
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app import chainlit_seam as seam
 from app.config import Settings
 from app.history.transcript import SHARING_KEYS
+from app.page import seam
 from app.web import shared_page
 
 # A shared chat's link (Chainlit's page serves it, and asks it for the chat at seam.SHARED_CHAT_ROUTE).
@@ -31,7 +31,7 @@ def install(settings: Settings) -> None:
     seam.add_route(LINK, page)
 
 
-def may_view(thread: ThreadDict, viewer: object, *, anyone: bool) -> bool:
+def may_view(thread: Mapping[str, Any], viewer: object, *, anyone: bool) -> bool:
     """Whether a chat's link shows it: only while its owner shares it (to a logged-in viewer, or to anyone).
 
     Chainlit also shows a chat whose metadata says it is shared, and sends this very dict: what is private

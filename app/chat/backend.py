@@ -14,10 +14,10 @@ import httpx2
 import openai
 from openai import AsyncAPIResponse, AsyncOpenAI
 
+from app.chat.token_bound import TemplateCost, learn_template_cost
+from app.chat.transport import http_client
 from app.config import Settings
 from app.errors import ChatError, Problem
-from app.token_bound import TemplateCost, learn_template_cost
-from app.transport import http_client
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class Backend:
         return self._template.prompt_bound(messages) if self._template else None
 
     async def _probe_cost(self, messages: list[Message]) -> int:
-        """Tokens of a rendered prompt plus the bytes of its text (see app.token_bound)."""
+        """Tokens of a rendered prompt plus the bytes of its text (see app.chat.token_bound)."""
         ids = [int(token) for token in (await self._tokenize(messages))["tokens"]]
         text = await self._post("/detokenize", {"tokens": ids})
         return len(ids) + len(str(text.get("prompt", text.get("content", ""))).encode())

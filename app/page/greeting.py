@@ -6,21 +6,21 @@ import asyncio
 
 import chainlit as cl
 
-from app.backend import Backend
+from app.chat.backend import Backend
+from app.chat.tab import Tab
 from app.config import Settings
 from app.errors import ChatError
 from app.i18n import STARTERS, text
-from app.session import ChatSession
-from app.ui.notices import show
+from app.page.notices import show
 
 
-def greeting(settings: Settings, chat: ChatSession, model: str) -> str:
+def greeting(settings: Settings, chat: Tab, model: str) -> str:
     """The configured greeting, or the built-in one."""
     custom = settings.greeting_zh if chat.lang == "zh" else settings.greeting_en
     return (custom or text(chat.lang, "greeting", model="{model}")).replace("{model}", model)
 
 
-def starter_actions(chat: ChatSession) -> list[cl.Action]:
+def starter_actions(chat: Tab) -> list[cl.Action]:
     """Example prompts as buttons under the greeting (Chainlit hides its own starters once a message exists)."""
     return [
         cl.Action(name="starter", payload={"prompt": prompt}, label=label, icon=icon)
@@ -28,7 +28,7 @@ def starter_actions(chat: ChatSession) -> list[cl.Action]:
     ]
 
 
-async def greet(chat: ChatSession, backend: Backend, settings: Settings) -> None:
+async def greet(chat: Tab, backend: Backend, settings: Settings) -> None:
     """Greet with the model's name, or say what we wait for and greet once vLLM serves."""
     try:
         model = await backend.model()
@@ -41,7 +41,7 @@ async def greet(chat: ChatSession, backend: Backend, settings: Settings) -> None
     await show(cl.Message(content=greeting(settings, chat, model.name), actions=starter_actions(chat)))
 
 
-async def watch_readiness(chat: ChatSession, notice: cl.Message, backend: Backend, settings: Settings) -> None:
+async def watch_readiness(chat: Tab, notice: cl.Message, backend: Backend, settings: Settings) -> None:
     """Poll vLLM until it serves a model, then turn the waiting notice into a greeting."""
     while True:
         await asyncio.sleep(settings.readiness_poll_seconds)

@@ -6,16 +6,16 @@ import logging
 
 import chainlit as cl
 
+from app.chat.tab import Tab
 from app.errors import HistoryUnavailable
-from app.history.service import History
 from app.i18n import text
-from app.session import ChatSession
-from app.ui.notices import show
+from app.page.chat_history import History
+from app.page.notices import show
 
 logger = logging.getLogger(__name__)
 
 
-async def fork(chat: ChatSession, message_id: str, history: History) -> None:
+async def fork(chat: Tab, message_id: str, history: History) -> None:
     """Copy the branch up to the message (included) into a new chat, and link to it; this chat stays as it is."""
     if history.store is None:
         await show(cl.Message(content=text(chat.lang, "fork_needs_history")))

@@ -13,23 +13,22 @@ from typing import Any
 
 import chainlit as cl
 
-from app import chainlit_seam as seam
 from app import metrics
-from app.answering import Answering
-from app.attachments import Upload, UploadLimits, as_seen, attachments_of, overflowing, read_all, with_files
-from app.backend import Backend, ModelInfo, Sampling
-from app.branches import Step, is_question
-from app.coalesce import Coalescer
-from app.conversation import Ending, Plan, plan_request
+from app.chat.answering import Answering
+from app.chat.attachments import Upload, UploadLimits, as_seen, attachments_of, overflowing, read_all, with_files
+from app.chat.backend import Backend, ModelInfo, Sampling
+from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, conversation_before, is_question, placed
+from app.chat.coalesce import Coalescer
+from app.chat.conversation import Ending, Plan, plan_request
+from app.chat.quotas import Quotas
+from app.chat.stats import AnswerStats
+from app.chat.tab import Tab
 from app.errors import ChatError, Problem
-from app.history.service import History
-from app.history.transcript import FOLLOWS, NOT_SENT, Answer, conversation_before, placed
-from app.session import ChatSession
-from app.shares import Shares
-from app.stats import AnswerStats
-from app.ui.answer_controls import offer_regenerate, show_line
-from app.ui.notices import say_error
-from app.ui.versions import cut
+from app.page import seam
+from app.page.answer_controls import offer_regenerate, show_line
+from app.page.chat_history import History
+from app.page.notices import say_error
+from app.page.versions import cut
 
 # The page update of an answer after which it counts as streaming (the first one is its first words).
 STREAMING_FROM_UPDATE = 2
@@ -43,7 +42,7 @@ class Pipeline:
     # How often streamed text is sent to the page (tokens in between are sent together).
     stream_interval_s: float
     history: History
-    shares: Shares
+    quotas: Quotas
     uploads: UploadLimits
     # The answers being written now, the history's commits wait for.
     answering: Answering
@@ -53,26 +52,26 @@ class Pipeline:
         """Whether chats are stored (messages then carry export and continue-in-a-new-chat buttons)."""
         return self.history.store is not None
 
-    async def refused_while_busy(self, chat: ChatSession) -> bool:
+    async def refused_while_busy(self, chat: Tab) -> bool:
         """Tell the user an answer is still streaming; True if so."""
         if chat.generating:
             await self.refuse(chat, ChatError(Problem.BUSY))
         return chat.generating
 
-    async def refuse(self, chat: ChatSession, refusal: ChatError) -> None:
+    async def refuse(self, chat: Tab, refusal: ChatError) -> None:
         """Say why no answer is written now, and count it."""
         metrics.REFUSALS.labels(refusal.problem.value).inc()
         await say_error(chat, refusal)
 
-    async def refusal(self, chat: ChatSession, text: str | None = None, *, attached: bool = False) -> ChatError | None:
+    async def refusal(self, chat: Tab, text: str | None = None, *, attached: bool = False) -> ChatError | None:
         """Why no answer (to this new text, if any, or its files) may be written now (None: it may; counted)."""
         if chat.generating:
             return ChatError(Problem.BUSY)
         if text is not None and not text.strip() and not attached:
             return ChatError(Problem.EMPTY_MESSAGE)
-        return await self.shares.refusal(chat.user)
+        return await self.quotas.refusal(chat.user)
 
-    async def ask(self, chat: ChatSession, question: cl.Message, parent: str) -> None:
+    async def ask(self, chat: Tab, question: cl.Message, parent: str) -> None:
         """Answer a question the user sent, which follows `parent`; a refused one stays outside the conversation."""
         uploads, received = uploads_of(question), dict(question.metadata or {})
         question.metadata = with_files(question.metadata, [])  # the files are the ones uploaded, nothing else
@@ -92,7 +91,7 @@ class Pipeline:
             self.settle(chat, question.to_dict(), parent)
             await self.answer_question(chat, question.id)
 
-    async def edit(self, chat: ChatSession, question_id: str, text: str) -> None:
+    async def edit(self, chat: Tab, question_id: str, text: str) -> None:
         """An edited question: a new version beside the old one, answered; the old one keeps what followed it."""
         old = chat.branches.steps.get(question_id)
         if old is None or not is_question(old) or question_id not in chat.branches.path():
@@ -110,7 +109,7 @@ class Pipeline:
             self.settle(chat, question.to_dict(), parent)
             await self.answer_question(chat, question.id)
 
-    async def regenerate(self, chat: ChatSession) -> None:
+    async def regenerate(self, chat: Tab) -> None:
         """Answer the newest question shown again: a new version beside its answer, which keeps what followed it."""
         question_id = chat.branches.last_question()
         if question_id is None:
@@ -122,7 +121,7 @@ class Pipeline:
             await cut(chat, question_id)
             await self.answer(chat, question_id)
 
-    def in_background(self, chat: ChatSession, work: Callable[[], Awaitable[None]]) -> None:
+    def in_background(self, chat: Tab, work: Callable[[], Awaitable[None]]) -> None:
         """Run a turn as Chainlit's current task (so the stop button shows), outside the request that began it."""
 
         async def run() -> None:
@@ -135,22 +134,22 @@ class Pipeline:
         seam.run_as_current_task(asyncio.create_task(run()))
 
     @contextlib.contextmanager
-    def turn(self, chat: ChatSession) -> Iterator[None]:
+    def turn(self, chat: Tab) -> Iterator[None]:
         """The session's one answer, and one of the user's, while the block runs (taken at once: no await before)."""
         chat.generation = asyncio.current_task()
         try:
-            with self.shares.answering(chat.user), self.answering.answer():
+            with self.quotas.answering(chat.user), self.answering.answer():
                 yield
         finally:
             chat.generation = None
 
-    def settle(self, chat: ChatSession, step: Step, parent: str) -> None:
+    def settle(self, chat: Tab, step: Step, parent: str) -> None:
         """A new message in the tree, shown; the choice kept if it changed (an older version was shown there)."""
         chat.branches.add(step, parent)
         if chat.branches.select(str(step["id"])):
             self.history.keep_shown(chat.branches.shown)
 
-    async def answer_question(self, chat: ChatSession, question_id: str) -> None:
+    async def answer_question(self, chat: Tab, question_id: str) -> None:
         """Answer a new question, and draw its line while the answer streams (or once it ended without)."""
         drawn = False
 
@@ -166,7 +165,7 @@ class Pipeline:
             await draw_line()
 
     async def answer(
-        self, chat: ChatSession, question_id: str, while_streaming: Callable[[], Awaitable[None]] | None = None
+        self, chat: Tab, question_id: str, while_streaming: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         """Fit the branch up to the question into the window, stream the reply, and record it as a new version.
 
@@ -215,7 +214,7 @@ class Pipeline:
         await batcher.flush()
         finished = time.perf_counter()
 
-        self.shares.used(chat.user, prompt_tokens, tokens)
+        self.quotas.used(chat.user, prompt_tokens, tokens)
         stats = AnswerStats(
             ttft_s=first_token_at - started if got_token else None,
             tokens=tokens,
@@ -238,7 +237,7 @@ class Pipeline:
                 await show_line(chat, shown.id, history=self.history_on)
         await offer_regenerate(chat)
 
-    async def plan(self, chat: ChatSession, question_id: str, model: ModelInfo) -> Plan:
+    async def plan(self, chat: Tab, question_id: str, model: ModelInfo) -> Plan:
         """The request for the branch up to the question; a question too long for the window names its file."""
         prefs, question = chat.preferences, chat.branches.steps[question_id]
         try:

@@ -257,12 +257,24 @@ def lock_origins(socket_origin_check: Callable[..., bool] | str, cors_origins: l
     raise RuntimeError("Chainlit's CORS middleware was not found; the origin lock cannot be applied")
 
 
-def add_middleware(middleware: Any, *, innermost: bool = False, **options: Any) -> None:  # a factory protocol
-    """An ASGI middleware around Chainlit's whole app (REST, socket.io and the page); innermost: inside its gzip."""
-    if innermost:
-        server.user_middleware.append(Middleware(middleware, **options))
-    else:
-        server.add_middleware(middleware, **options)
+def surround(*layers: Middleware) -> None:
+    """ASGI middleware around Chainlit's whole app (REST, socket.io and the page), the first outermost."""
+    server.user_middleware[0:0] = layers
+
+
+def innermost(layer: Middleware) -> None:
+    """ASGI middleware inside Chainlit's own (its gzip): it sees each response as the route made it."""
+    server.user_middleware.append(layer)
+
+
+def asgi_app() -> Any:
+    """The ASGI application Chainlit serves: routes, socket.io and the page, with their middleware."""
+    return server
+
+
+def set_login_secret(secret: str) -> None:
+    """The key Chainlit signs and checks login tokens with (it reads it from its environment variable)."""
+    os.environ["CHAINLIT_AUTH_SECRET"] = secret
 
 
 def login_token(cookies: dict[str, str]) -> str | None:

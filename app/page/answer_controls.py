@@ -9,10 +9,10 @@ from typing import Any
 
 import chainlit as cl
 
-from app.branches import Branches, is_question
+from app.chat.branches import Branches, is_question
+from app.chat.tab import Tab
 from app.history.transcript import stats_of
 from app.i18n import text
-from app.session import ChatSession
 
 # The export buttons in each answer's line: the names of their action callbacks (app/main.py).
 EXPORTS = ("export_markdown", "export_json")
@@ -24,7 +24,7 @@ FORK = "fork"
 ELEMENT_IDS = uuid.UUID("2b0c6f0e-7f6a-4a55-9a43-1f7e0c2d5b27")
 
 
-async def show_line(chat: ChatSession, message_id: str, *, history: bool) -> None:
+async def show_line(chat: Tab, message_id: str, *, history: bool) -> None:
     """The small line by a message (public/elements/AnswerStats.jsx): an answer's stats, and buttons.
 
     The buttons: the message's versions; with history on, an answer's exports and "continue in a new chat".
@@ -49,7 +49,7 @@ async def show_line(chat: ChatSession, message_id: str, *, history: bool) -> Non
     await element.send(for_id=message_id, persist=False)
 
 
-def version_props(chat: ChatSession, message_id: str) -> dict[str, Any] | None:
+def version_props(chat: Tab, message_id: str) -> dict[str, Any] | None:
     """Which version of its versions a message is, and the ones before and after it (None: it has no other)."""
     versions = chat.branches.versions(message_id)
     if len(versions) < 2:
@@ -65,7 +65,7 @@ def version_props(chat: ChatSession, message_id: str) -> dict[str, Any] | None:
     }
 
 
-async def offer_regenerate(chat: ChatSession) -> None:
+async def offer_regenerate(chat: Tab) -> None:
     """The regenerate button, on the newest answer of the branch shown (none without one)."""
     await drop_regenerate(chat)
     answer_id = newest_answer(chat.branches)
@@ -76,7 +76,7 @@ async def offer_regenerate(chat: ChatSession) -> None:
     await chat.regenerate.send(for_id=answer_id)
 
 
-async def drop_regenerate(chat: ChatSession) -> None:
+async def drop_regenerate(chat: Tab) -> None:
     """Take the regenerate button off the page."""
     if chat.regenerate is not None:
         await chat.regenerate.remove()

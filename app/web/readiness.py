@@ -6,9 +6,9 @@ import functools
 
 from starlette.responses import JSONResponse
 
-from app import chainlit_seam as seam
-from app.backend import Backend
+from app.chat.backend import Backend
 from app.history.store import ChatStore
+from app.page import seam
 
 
 def install(backend: Backend, store: ChatStore | None) -> None:

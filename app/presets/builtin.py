@@ -6,13 +6,11 @@ import logging
 import unicodedata
 from dataclasses import dataclass, field
 
-import chainlit as cl
-
+from app.chat.preferences import Preferences, apply_changes
 from app.config import Settings
 from app.errors import ChatError, HistoryUnavailable, Problem
-from app.history.presets import PresetStore
 from app.i18n import TEXT, text
-from app.preferences import Preferences, apply_changes
+from app.presets.store import PresetStore
 
 logger = logging.getLogger(__name__)
 # A preset's name is shown in the list of presets: short, one line.
@@ -60,28 +58,6 @@ def preset_name(typed: str) -> str:
 def summary(lang: str, preferences: Preferences) -> str:
     """A preset's sampling in one line."""
     return text(lang, "preset_summary", **preferences.model_dump(exclude={"system_prompt"}))
-
-
-async def chat_profiles(
-    user: str | None, lang: str, settings: Settings, store: PresetStore | None
-) -> list[cl.ChatProfile]:
-    """The presets to pick from when a chat starts: the built-in ones, then the user's own."""
-    defaults = Preferences.defaults(settings)
-    profiles = [
-        cl.ChatProfile(
-            name=preset.name,
-            display_name=text(lang, f"preset_{preset.key}"),
-            markdown_description=text(lang, f"preset_{preset.key}_about")
-            + "\n\n"
-            + summary(lang, preset.preferences(defaults, lang)),
-            default=preset is BUILT_IN[0],
-        )
-        for preset in BUILT_IN
-    ]
-    for name, preferences in (await own_presets(user, settings, store)).items():
-        about = text(lang, "preset_own_about") + "\n\n" + summary(lang, preferences)
-        profiles.append(cl.ChatProfile(name=name, markdown_description=about))
-    return profiles
 
 
 async def own_presets(user: str | None, settings: Settings, store: PresetStore | None) -> dict[str, Preferences]:

@@ -1,21 +1,28 @@
-"""One chat session's state: preferences, its messages and their versions, language and running tasks."""
+"""One browser tab's chat: preferences, its messages and their versions, language and running tasks."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from app.branches import Branches
-from app.preferences import Preferences
+from app.chat.branches import Branches
+from app.chat.preferences import Preferences
 
-if TYPE_CHECKING:
-    import chainlit as cl
+
+class Control(Protocol):
+    """A control the page shows by a message (the regenerate button)."""
+
+    async def send(self, for_id: str) -> Any:
+        """Show it by that message."""
+
+    async def remove(self) -> Any:
+        """Take it off the page."""
 
 
 @dataclass
-class ChatSession:
-    """Everything a session owns; nothing here is shared between sessions."""
+class Tab:
+    """Everything a tab's chat owns; nothing here is shared between tabs (a login session is another thing)."""
 
     preferences: Preferences
     lang: str
@@ -25,7 +32,7 @@ class ChatSession:
     generation: asyncio.Task[None] | None = None
     readiness: asyncio.Task[None] | None = None
     # The regenerate button, on the newest answer (its forId).
-    regenerate: cl.Action | None = None
+    regenerate: Control | None = None
     # Set by a resume: the answers' lines and the versions' controls are drawn once the page shows the messages.
     resumed: bool = False
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
+from app.chat.tab import Tab
 from app.i18n import text
-from app.session import ChatSession
 
 
-def settings_panel(chat: ChatSession, max_tokens_limit: int) -> cl.ChatSettings:
+def settings_panel(chat: Tab, max_tokens_limit: int) -> cl.ChatSettings:
     """The settings widgets, showing the session's current preferences."""
     prefs, lang = chat.preferences, chat.lang
 

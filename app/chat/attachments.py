@@ -11,7 +11,7 @@ from typing import Any
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
-from app.conversation import Conversation, TokenCounter
+from app.chat.conversation import Conversation, TokenCounter
 from app.errors import ChatError, Problem
 
 # Step metadata key of a question's files: what the model reads of each, kept with the question.

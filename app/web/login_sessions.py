@@ -9,6 +9,7 @@ socket.io handshake), and a sweep closes the open connections of sessions that e
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -23,10 +24,12 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import chainlit_seam as seam
 from app import metrics
+from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.logins import Logins, LoginToken
+from app.history.store import ChatStore
+from app.page import seam
 
 log = logging.getLogger(__name__)
 # What any page may load without a login: no token to check.
@@ -183,3 +186,16 @@ async def throttled_login(logins: Logins, params: dict[str, Any], endpoint: seam
 async def no_token_renewal(_params: dict[str, Any]) -> None:
     """A token cannot mint a fresh one (a stolen token would live for ever): log in again instead."""
     raise HTTPException(status_code=403, detail="Token renewal is off: log in again")
+
+
+def watch_logins(settings: Settings, store: ChatStore, *, passwords: bool, secret: str) -> Sessions:
+    """Throttled password logins, and sessions ended by logout, a new password or removal; no token renewal."""
+    logins = Logins(store.writer, settings.login_attempts, settings.login_window_minutes * 60)
+    if passwords:
+        seam.wrap_route("/login", "POST", functools.partial(throttled_login, logins))
+    sessions = Sessions(logins, secret)
+    seam.wrap_route("/logout", "POST", functools.partial(logout_ends_session, sessions))
+    seam.guard_route("/auth/jwt", "POST", no_token_renewal)
+    seam.set_login_secret(secret)
+    seam.set_login_lifetime(int(settings.login_hours * 3600))
+    return sessions

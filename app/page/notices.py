@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import chainlit as cl
 
-from app import chainlit_seam as seam
+from app.chat.branches import Answer
+from app.chat.tab import Tab
 from app.errors import ChatError
-from app.history.transcript import Answer
 from app.i18n import error_text
-from app.session import ChatSession
+from app.page import seam
 
 
 async def show(message: cl.Message | cl.ErrorMessage, *, redraw: bool = False) -> None:
@@ -21,7 +21,7 @@ async def show(message: cl.Message | cl.ErrorMessage, *, redraw: bool = False) -
         await action.send(for_id=message.id)
 
 
-async def say_error(chat: ChatSession, error: ChatError, record: Answer | None = None) -> cl.ErrorMessage:
+async def say_error(chat: Tab, error: ChatError, record: Answer | None = None) -> cl.ErrorMessage:
     """Show an error in the session's language; `record`: the turn it ends, kept with it in the history."""
     message = cl.ErrorMessage(content=error_text(chat.lang, error))
     if record is not None:

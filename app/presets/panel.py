@@ -1,4 +1,4 @@
-"""A user's own presets in the settings panel: save the chat's settings under a name, rename or delete one."""
+"""Presets on the page: the list a chat starts from, and a user's own in the settings panel (save, rename, delete)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from typing import Any
 import chainlit as cl
 from chainlit.input_widget import InputWidget, Select, Switch, TextInput
 
-from app import chainlit_seam as seam
+from app.chat.preferences import Preferences
+from app.chat.tab import Tab
+from app.config import Settings
 from app.errors import ChatError, HistoryUnavailable, Problem
-from app.history.presets import Outcome, PresetStore
 from app.i18n import error_text, text
-from app.presets import preset_name
-from app.session import ChatSession
-from app.ui.notices import show
-from app.ui.settings_panel import settings_panel
+from app.page import seam
+from app.page.notices import show
+from app.page.settings_panel import settings_panel
+from app.presets.builtin import BUILT_IN, own_presets, preset_name, summary
+from app.presets.store import Outcome, PresetStore
 
 # The panel's widgets for presets (their values are requests, not settings of the chat).
 SAVE, PICK, RENAME, DELETE = "preset_save", "preset_pick", "preset_rename", "preset_delete"
@@ -32,7 +34,7 @@ def split_requests(changes: Any) -> tuple[Any, dict[str, Any]]:
     return {k: v for k, v in changes.items() if k not in FIELDS}, {k: v for k, v in changes.items() if k in FIELDS}
 
 
-async def send_panel(chat: ChatSession, max_tokens_limit: int, store: PresetStore | None) -> None:
+async def send_panel(chat: Tab, max_tokens_limit: int, store: PresetStore | None) -> None:
     """The settings panel with the chat's settings, and the fields for the user's presets."""
     names: list[str] = []
     if store is not None and chat.user is not None:
@@ -58,7 +60,7 @@ def preset_widgets(lang: str, names: list[str]) -> list[InputWidget]:
     return widgets
 
 
-async def act(chat: ChatSession, asked: dict[str, Any], store: PresetStore | None) -> bool:
+async def act(chat: Tab, asked: dict[str, Any], store: PresetStore | None) -> bool:
     """Do what the panel asks of the user's presets, saying how it went; False if it asked nothing."""
     save, new_name, picked = (typed(asked.get(field)) for field in (SAVE, RENAME, PICK))
     delete = asked.get(DELETE) is True
@@ -83,7 +85,7 @@ async def act(chat: ChatSession, asked: dict[str, Any], store: PresetStore | Non
     return True
 
 
-async def report(chat: ChatSession, outcome: Outcome, name: str) -> None:
+async def report(chat: Tab, outcome: Outcome, name: str) -> None:
     """Say what became of a preset; ChatError for a change refused."""
     if outcome in FAILURES:
         raise ChatError(FAILURES[outcome], name=quoted(name))
@@ -100,3 +102,25 @@ def typed(value: Any) -> str:
 def quoted(name: str) -> str:
     """A preset's name as literal text in a message rendered as Markdown."""
     return MARKDOWN.sub(r"\\\1", name)
+
+
+async def chat_profiles(
+    user: str | None, lang: str, settings: Settings, store: PresetStore | None
+) -> list[cl.ChatProfile]:
+    """The presets to pick from when a chat starts: the built-in ones, then the user's own."""
+    defaults = Preferences.defaults(settings)
+    profiles = [
+        cl.ChatProfile(
+            name=preset.name,
+            display_name=text(lang, f"preset_{preset.key}"),
+            markdown_description=text(lang, f"preset_{preset.key}_about")
+            + "\n\n"
+            + summary(lang, preset.preferences(defaults, lang)),
+            default=preset is BUILT_IN[0],
+        )
+        for preset in BUILT_IN
+    ]
+    for name, preferences in (await own_presets(user, settings, store)).items():
+        about = text(lang, "preset_own_about") + "\n\n" + summary(lang, preferences)
+        profiles.append(cl.ChatProfile(name=name, markdown_description=about))
+    return profiles

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -16,18 +15,15 @@ import chainlit as cl
 from chainlit.step import StepDict
 from chainlit.types import ThreadDict
 
-from app import chainlit_seam as seam
-from app.answering import Answering
+from app.chat.answering import Answering
 from app.config import Settings
 from app.errors import HistoryUnavailable
-from app.history.accounts import LOCAL_USER, Login, auth_secret, startup_login, verify_password
+from app.history.accounts import LOCAL_USER, Login, startup_login, verify_password
 from app.history.database import create_engine, database_url
-from app.history.logins import Logins
-from app.history.sessions import SessionGate, Sessions, logout_ends_session, no_token_renewal, throttled_login
-from app.history.store import Actor, ChatStore
+from app.history.store import Actor, Caller, ChatStore, Route
 from app.history.transcript import PREFERENCES_KEY
-from app.history.usage import Usage
-from app.shares import Shares
+from app.page import seam
+from app.page.data_layer import TabStore
 
 logger = logging.getLogger(__name__)
 # One notice per chat while writes keep failing: a notice per message would bury the answers.
@@ -40,14 +36,13 @@ ANSWERS_FIRST_S = 0.3
 
 @dataclass
 class History:
-    """The store (None with history off), which chats were told of failures, and writes nobody waits for."""
+    """The store (None with history off), the login, which chats were told of failures, and writes nobody waits for."""
 
     store: ChatStore | None
+    login: Login
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
     unawaited: set[asyncio.Task[None]] = field(default_factory=set)
-    # Login sessions the server ends (None with history off: nobody logs in).
-    sessions: Sessions | None = None
 
     async def notify_write_failure(self, _what: str) -> None:
         """Tell the chat whose message could not be saved, at most once a minute (not persisted)."""
@@ -124,24 +119,24 @@ class History:
         return dict(await self.store.get_whole_thread(thread_id or seam.thread_id()) or {}) or None
 
 
-def start(settings: Settings, notice: Callable[[], str], answering: Answering) -> History:
-    """Register the data layer and the login Chainlit will use (at import, before Chainlit starts)."""
+def keep_history(settings: Settings, notice: Callable[[], str], answering: Answering) -> History:
+    """The history as Chainlit's data layer, and the login Chainlit asks for (before Chainlit starts)."""
     login = startup_login(settings)
     if login is Login.NONE:
         # Chainlit would start its own PostgreSQL layer from DATABASE_URL: no history means none.
         cl.data_layer(lambda: None)  # type: ignore[arg-type,return-value]  # Chainlit accepts None at run time
-        return History(None)
-    os.environ["CHAINLIT_AUTH_SECRET"] = auth_secret(settings.data_dir)
-    store = ChatStore(
+        return History(None, login)
+    history = History(None, login, notice=notice)
+    store = TabStore(
         create_engine(database_url(settings.database_url, settings.data_dir)),
         open_registration=login is Login.LOCAL,
         timeout_s=settings.database_timeout,
+        actor=tab_actor,
+        new_chat_metadata=history.new_chat_metadata,
+        on_write_failure=history.notify_write_failure,
+        before_batch=functools.partial(answering.over, ANSWERS_FIRST_S),
     )
-    history = History(store, notice=notice)
-    store.writer.on_write_failure = history.notify_write_failure
-    store.writer.before_batch = functools.partial(answering.over, ANSWERS_FIRST_S)
-    store.new_chat_metadata = history.new_chat_metadata
-    store.actor = tab_actor
+    history.store = store
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:
 
@@ -160,30 +155,8 @@ def start(settings: Settings, notice: Callable[[], str], answering: Answering) -
                 return cl.User(identifier=name, metadata={"provider": "password"})
             return None
 
-    if login is Login.PASSWORD:
         seam.refuse_unknown_users(functools.partial(still_known, store))
-    history.sessions = control_logins(settings, store, login)
     return history
-
-
-def fair_shares(settings: Settings, history: History) -> Shares:
-    """The per-user limits; usage counted (and a quota possible) only with the history to keep it in."""
-    usage = Usage(history.store.writer) if history.store is not None else None
-    exempt = frozenset() if settings.limit_local_user else frozenset({LOCAL_USER})
-    return Shares(settings.answers_per_user, settings.messages_per_minute, settings.daily_token_quota, usage, exempt)
-
-
-def control_logins(settings: Settings, store: ChatStore, login: Login) -> Sessions:
-    """Throttled password logins, and sessions ended by logout, a new password or removal; no token renewal."""
-    logins = Logins(store.writer, settings.login_attempts, settings.login_window_minutes * 60)
-    if login is Login.PASSWORD:
-        seam.wrap_route("/login", "POST", functools.partial(throttled_login, logins))
-    sessions = Sessions(logins, os.environ["CHAINLIT_AUTH_SECRET"])
-    seam.add_middleware(SessionGate, sessions=sessions)
-    seam.wrap_route("/logout", "POST", functools.partial(logout_ends_session, sessions))
-    seam.guard_route("/auth/jwt", "POST", no_token_renewal)
-    seam.set_login_lifetime(int(settings.login_hours * 3600))
-    return sessions
 
 
 async def name_thread(store: ChatStore, thread_id: str, name: str) -> None:
@@ -192,10 +165,13 @@ async def name_thread(store: ChatStore, thread_id: str, name: str) -> None:
         await store.update_thread(thread_id, name=name)
 
 
-def tab_actor() -> Actor | None:
-    """The logged-in user of the tab a write is made for, and the tab's chat (None outside a tab)."""
+def tab_actor() -> Caller:
+    """The logged-in user of the tab a write is made for, and the tab's chat; outside a tab, Chainlit's REST route
+    that checked the chat's owner itself."""
     session = seam.websocket_session()
-    if session is None or session.user is None:
+    if session is None:
+        return Route.CHECKED
+    if session.user is None:
         return None
     return Actor(session.user.identifier, session.thread_id)
 

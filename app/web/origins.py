@@ -12,8 +12,8 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import chainlit_seam as seam
 from app import metrics
+from app.page import seam
 
 log = logging.getLogger(__name__)
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -99,12 +99,11 @@ class ForeignWriteCheck:
         await self.app(scope, receive, send)
 
 
-def lock(origins: tuple[str, ...], hosts: tuple[str, ...]) -> None:
-    """Accept socket.io connections, CORS grants, writes and requests only for the chat's own origins and hosts."""
+def lock(origins: tuple[str, ...]) -> OriginCheck | None:
+    """Accept socket.io connections and CORS grants for the chat's own origins only; the check (None: `*`)."""
     if "*" in origins:
         seam.lock_origins("*", ["*"])
-    else:
-        check = OriginCheck(origins)
-        seam.lock_origins(check, [normalized(o) for o in origins])
-        seam.add_middleware(ForeignWriteCheck, check=check)
-    seam.add_middleware(HostCheck, allowed_hosts=hosts)
+        return None
+    check = OriginCheck(origins)
+    seam.lock_origins(check, [normalized(o) for o in origins])
+    return check

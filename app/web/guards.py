@@ -12,8 +12,8 @@ from typing import Any, NoReturn
 
 from fastapi import HTTPException
 
-from app import chainlit_seam as seam
 from app.history.store import ChatStore
+from app.page import seam
 
 log = logging.getLogger(__name__)
 # Chainlit's element fields the page always sends; anything else is not an element.

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import chainlit as cl
 
-from app import chainlit_seam as seam
+from app.chat.tab import Tab
 from app.errors import HistoryUnavailable
-from app.history.service import History
 from app.history.transcript import export_json, export_markdown
 from app.i18n import text
-from app.session import ChatSession
-from app.ui.notices import show
+from app.page import seam
+from app.page.chat_history import History
+from app.page.notices import show
 
 
-async def send_export(chat: ChatSession, history: History, kind: str) -> None:
+async def send_export(chat: Tab, history: History, kind: str) -> None:
     """Offer the stored chat as a file ("Markdown" or "JSON")."""
     try:
         thread = await history.thread()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app import chainlit_seam as seam
-from app.attachments import PDF, UploadLimits
+from app.chat.attachments import PDF, UploadLimits
 from app.config import Settings
+from app.page import seam
 
 # Chainlit's upload route: the page posts each attached file there as a multipart body.
 ROUTE = "/project/file"

@@ -12,21 +12,39 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from app.errors import ChatError, HistoryUnavailable, Problem
-from app.history.usage import Usage, hours_to_midnight
 
 MINUTE_S = 60.0
 
 
+class DailyUsage(Protocol):
+    """Where each user's tokens per UTC day are counted (the history's usage table)."""
+
+    async def tokens_today(self, user: str) -> int:
+        """The tokens the user used today."""
+
+    async def add(self, user: str, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count an answer's tokens for the user today."""
+
+
+def hours_to_midnight() -> int:
+    """Whole hours (rounded up) until the UTC day, and so a daily quota, starts again."""
+    now = datetime.now(UTC)
+    midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return max(1, -(-int((midnight - now).total_seconds()) // 3600))
+
+
 @dataclass
-class Shares:
+class Quotas:
     """What each user may ask of the model now; users in `exempt` (the local user) and anonymous chats are free."""
 
     answers_at_once: int
     messages_per_minute: int
     daily_tokens: int  # 0: no quota
-    usage: Usage | None = None
+    usage: DailyUsage | None = None
     exempt: frozenset[str] = frozenset()
     answering_now: Counter[str] = field(default_factory=Counter)
     sent: dict[str, deque[float]] = field(default_factory=dict)

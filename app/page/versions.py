@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import logging
 
-from app import chainlit_seam as seam
-from app.branches import ROOT
-from app.history.service import History
-from app.session import ChatSession
-from app.ui.answer_controls import drop_regenerate, offer_regenerate, show_line
+from app.chat.branches import ROOT
+from app.chat.tab import Tab
+from app.page import seam
+from app.page.answer_controls import drop_regenerate, offer_regenerate, show_line
+from app.page.chat_history import History
 
 logger = logging.getLogger(__name__)
 
 
-async def cut(chat: ChatSession, after: str) -> None:
+async def cut(chat: Tab, after: str) -> None:
     """Take the page's messages after one (ROOT: all the chat's) off the page, notices too; the history keeps them."""
     shown = seam.shown_messages()
     ids = [message.id for message in shown]
@@ -24,21 +24,21 @@ async def cut(chat: ChatSession, after: str) -> None:
         await seam.hide(message)
 
 
-async def draw(chat: ChatSession, message_ids: list[str], *, history: bool) -> None:
+async def draw(chat: Tab, message_ids: list[str], *, history: bool) -> None:
     """Put messages of the tree at the end of the page, each with its line, and regenerate on the newest answer."""
     for message_id in message_ids:
         await seam.show_again(dict(chat.branches.steps[message_id]))  # type: ignore[arg-type]  # a stored step
     await draw_lines(chat, message_ids, history=history)
 
 
-async def draw_lines(chat: ChatSession, message_ids: list[str], *, history: bool) -> None:
+async def draw_lines(chat: Tab, message_ids: list[str], *, history: bool) -> None:
     """The lines by messages on the page, and regenerate on the newest answer."""
     for message_id in message_ids:
         await show_line(chat, message_id, history=history)
     await offer_regenerate(chat)
 
 
-async def switch_version(chat: ChatSession, message_id: str, history: History) -> None:
+async def switch_version(chat: Tab, message_id: str, history: History) -> None:
     """Show another version of a message in its place, with the branch that follows it; keep the choice."""
     tree = chat.branches
     if message_id not in tree.steps:  # e.g. an id of another chat: this session's tree does not hold it

@@ -1,0 +1,1 @@
+"""The chat core: a turn, its budget, its backend; it never imports Chainlit."""

@@ -1,0 +1,198 @@
+"""A chat's messages as a tree, and what each message records about its place in it.
+
+An edited question or a regenerated answer is a version beside the old one; a question names the message it
+follows, an answer the question it replies to, and the conversation the model sees is read along one branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.chat.attachments import as_seen
+from app.chat.conversation import Conversation, Ending, Turn
+
+Step = Mapping[str, Any]
+# The parent of a chat's first questions.
+ROOT = ""
+
+
+@dataclass
+class Branches:
+    """Every version of every message, each under the message it follows, and the branch shown.
+
+    A message's shown child is the one chosen last, else its newest; `shown` keeps only choices of an older one
+    (so a new turn, a regeneration or an edit changes nothing in it).
+    """
+
+    steps: dict[str, Step] = field(default_factory=dict)  # by id, oldest first
+    parents: dict[str, str] = field(default_factory=dict)
+    shown: dict[str, str] = field(default_factory=dict)
+    _children: dict[str, list[str]] = field(default_factory=dict, repr=False)
+
+    def add(self, step: Step, parent: str) -> None:
+        """A new message (newer than every other) under its parent."""
+        message_id = str(step["id"])
+        self.steps[message_id] = step
+        self.parents[message_id] = parent
+        self._children.setdefault(parent, []).append(message_id)
+
+    def replace(self, step: Step) -> None:
+        """A message's new content (e.g. an answer's final text), in its place."""
+        self.steps[str(step["id"])] = step
+
+    def shown_child(self, parent: str) -> str | None:
+        """The version shown after a message (None: it is the end of the branch)."""
+        children = self._children.get(parent)
+        if not children:
+            return None
+        chosen = self.shown.get(parent)
+        return chosen if chosen in children else children[-1]
+
+    def path(self) -> list[str]:
+        """The branch shown, oldest first."""
+        path: list[str] = []
+        while (child := self.shown_child(path[-1] if path else ROOT)) is not None:
+            path.append(child)
+        return path
+
+    def leaf(self) -> str:
+        """The last message shown (ROOT in an empty chat): where a new question goes."""
+        path = self.path()
+        return path[-1] if path else ROOT
+
+    def up_to(self, message_id: str) -> list[str]:
+        """The branch leading to a message, the message included (ROOT: none)."""
+        branch: list[str] = []
+        while message_id != ROOT:
+            branch.append(message_id)
+            message_id = self.parents[message_id]
+        return branch[::-1]
+
+    def versions(self, message_id: str) -> list[str]:
+        """A message and the other versions of it (its siblings of the same kind), oldest first."""
+        kind = is_question(self.steps[message_id])
+        siblings = self._children[self.parents[message_id]]
+        return [other for other in siblings if is_question(self.steps[other]) == kind]
+
+    def select(self, message_id: str) -> bool:
+        """Show this version where it stands; True if the choices changed."""
+        parent = self.parents[message_id]
+        before = self.shown.get(parent)
+        if message_id == self._children[parent][-1]:
+            self.shown.pop(parent, None)
+        else:
+            self.shown[parent] = message_id
+        return self.shown.get(parent) != before
+
+    def newest(self) -> str:
+        """The message added last (ROOT in an empty chat): what a stored question that names none follows."""
+        return next(reversed(self.steps), ROOT)
+
+    def last_question(self) -> str | None:
+        """The newest question on the branch shown."""
+        return next((i for i in reversed(self.path()) if is_question(self.steps[i])), None)
+
+
+def is_question(step: Step) -> bool:
+    """Whether a message is the user's."""
+    return step.get("type") == "user_message"
+
+
+# Step metadata key under which an answer (or the error that replaced it) records its turn.
+TURN_KEY = "turn"
+
+# Step metadata key of a question: the message it follows (ROOT: none), or None for a message outside the
+# conversation (refused). Absent: the question follows the message stored before it (a question typed after
+# the newest message, which saves a write per turn, or one stored before versions existed).
+FOLLOWS = "follows"
+
+# A message the model never saw (e.g. too long for the window): no turn of the conversation.
+NOT_SENT = "not_sent"
+
+ENDINGS = frozenset(ending.value for ending in Ending)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an answer records about its turn, stored with it."""
+
+    reply_to: str
+    ending: str
+    model: str = ""
+    stats: Mapping[str, Any] | None = None
+
+    def as_metadata(self) -> dict[str, Any]:
+        """The step metadata that carries it."""
+        return {TURN_KEY: {"reply_to": self.reply_to, "ending": self.ending, "model": self.model, "stats": self.stats}}
+
+
+def answer_of(step: Step) -> Answer | None:
+    """The turn record a step carries, if it is an answer of ours."""
+    record = (step.get("metadata") or {}).get(TURN_KEY)
+    if is_question(step) or not isinstance(record, dict) or not isinstance(record.get("reply_to"), str):
+        return None
+    return Answer(
+        reply_to=record["reply_to"],
+        ending=str(record.get("ending", Ending.FAILED)),
+        model=str(record.get("model") or ""),
+        stats=record.get("stats") if isinstance(record.get("stats"), dict) else None,
+    )
+
+
+def placed(parent: str | None) -> dict[str, Any]:
+    """A question's metadata: the message it follows (None: outside the conversation)."""
+    return {FOLLOWS: parent}
+
+
+def branches_of(steps: Sequence[Step], shown: Mapping[str, str]) -> Branches:
+    """A stored chat's tree (steps oldest first); notices and refused messages stay outside it."""
+    tree = Branches(shown=dict(shown))
+    for step in steps:
+        parent = parent_of(step, tree)
+        if parent is not None:
+            tree.add(step, parent)
+    return tree
+
+
+def parent_of(step: Step, tree: Branches) -> str | None:
+    """The message a stored message follows in the tree built so far (None: it is not part of it)."""
+    if not is_question(step):
+        answer = answer_of(step)
+        known = answer is not None and answer.reply_to in tree.steps and is_question(tree.steps[answer.reply_to])
+        return answer.reply_to if answer is not None and known else None
+    metadata = step.get("metadata") or {}
+    follows = metadata.get(FOLLOWS)
+    if FOLLOWS in metadata and follows is None:
+        return None
+    if isinstance(follows, str) and (follows == ROOT or follows in tree.steps):
+        return follows
+    # Typed after the newest message (its place goes without saying), or stored before versions existed.
+    return tree.newest()
+
+
+def conversation_of(steps: Sequence[Step]) -> Conversation:
+    """The conversation as the model saw it along one branch: each user message with the answer recorded for it.
+
+    A message with no recorded answer (the app stopped mid-answer) counts as a failed turn with an
+    empty answer, as a failed request does while the app runs.
+    """
+    turns: dict[str, Turn] = {}
+    for step in steps:
+        if is_question(step):
+            turns[str(step["id"])] = Turn(as_seen(step), "", Ending.FAILED, str(step["id"]))
+        elif (answer := answer_of(step)) is not None and answer.reply_to in turns:
+            if answer.ending == NOT_SENT:
+                del turns[answer.reply_to]
+                continue
+            turn = turns[answer.reply_to]
+            turn.ending = Ending(answer.ending) if answer.ending in ENDINGS else Ending.FAILED
+            if not step.get("isError"):
+                turn.assistant = str(step.get("output") or "")
+    return Conversation(list(turns.values()))
+
+
+def conversation_before(tree: Branches, question_id: str) -> Conversation:
+    """What the model sees before a question: the branch leading to it."""
+    return conversation_of([tree.steps[i] for i in tree.up_to(tree.parents[question_id])])

@@ -1,0 +1,1 @@
+"""Everything that touches Chainlit: the seam, the page pieces, the pipeline that renders a turn."""

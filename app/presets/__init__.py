@@ -1,0 +1,1 @@
+"""Presets: the built-in ones, a user's own in the history, and their fields in the settings panel."""
