@@ -1,11 +1,10 @@
-"""One turn of a chat: place the question, fit its branch into the window, stream the reply, record the turn."""
+"""A turn on the page: place the question, run its reply (the chat core's Reply), draw its events, record it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +14,12 @@ import chainlit as cl
 
 from app import metrics
 from app.chat.answering import Answering
-from app.chat.attachments import Upload, UploadLimits, as_seen, attachments_of, overflowing, read_all, with_files
-from app.chat.backend import Backend, ModelInfo, Sampling
-from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, conversation_before, is_question, placed
-from app.chat.coalesce import Coalescer
-from app.chat.conversation import Ending, Plan, plan_request
+from app.chat.attachments import Upload, UploadLimits, attachments_of, read_all, with_files
+from app.chat.backend import Backend
+from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, is_question, placed
+from app.chat.conversation import Ending
 from app.chat.quotas import Quotas
-from app.chat.stats import AnswerStats
+from app.chat.reply import NOT_SENT_PROBLEMS, Reply
 from app.chat.tab import Tab
 from app.errors import ChatError, Problem
 from app.page import seam
@@ -29,9 +27,6 @@ from app.page.answer_controls import offer_regenerate, show_line
 from app.page.chat_history import History
 from app.page.notices import say_error
 from app.page.versions import cut
-
-# The page update of an answer after which it counts as streaming (the first one is its first words).
-STREAMING_FROM_UPDATE = 2
 
 
 @dataclass(frozen=True)
@@ -172,91 +167,47 @@ class Pipeline:
         `while_streaming` runs once the reply is streaming, past its first page updates: not among the requests
         and first words of a burst of questions, nor among the endings of answers that end together.
         """
-        prefs = chat.preferences
+        reply = Reply(self.backend, chat.preferences, self.stream_interval_s)
         try:
-            model = await self.backend.model()
-            plan = await self.plan(chat, question_id, model)
+            model, plan = await reply.plan(chat.branches, question_id)
         except ChatError as error:
-            sent = error.problem not in (Problem.MESSAGE_TOO_LONG, Problem.FILE_TOO_LONG)
-            metrics.ANSWERS.labels(Ending.FAILED.value if sent else NOT_SENT).inc()
+            sent = error.problem not in NOT_SENT_PROBLEMS
             shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
             self.settle(chat, shown.to_dict(), question_id)
             await show_line(chat, shown.id, history=self.history_on)
             await offer_regenerate(chat)
             return
 
-        sampling = Sampling(
-            temperature=prefs.temperature,
-            top_p=prefs.top_p,
-            max_tokens=plan.max_tokens,
-            repetition_penalty=prefs.repetition_penalty,
-        )
-        reply = cl.Message(content="")
-        ending, failure, tokens, prompt_tokens = Ending.COMPLETE, None, None, None
-        batcher = Coalescer(reply.stream_token, self.stream_interval_s)
-        started = first_token_at = time.perf_counter()
-        got_token = False
-        try:
-            async with self.backend.stream_chat(plan.messages, sampling) as stream:
-                async for delta in stream:
-                    if not got_token:
-                        got_token, first_token_at = True, time.perf_counter()
-                    await batcher.add(delta)
-                    if while_streaming is not None and batcher.sends == STREAMING_FROM_UPDATE:
-                        await while_streaming()
-                        while_streaming = None
-                    tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
-                tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
-        except asyncio.CancelledError:
-            ending = Ending.STOPPED
-        except ChatError as error:
-            ending, failure = Ending.FAILED, error
-        await batcher.flush()
-        finished = time.perf_counter()
-
-        self.quotas.used(chat.user, prompt_tokens, tokens)
-        stats = AnswerStats(
-            ttft_s=first_token_at - started if got_token else None,
-            tokens=tokens,
-            decode_s=finished - first_token_at,
-            dropped_turns=plan.dropped_turns,
-            window=model.max_model_len,
-            stopped=ending is Ending.STOPPED,
-        )
-        record = Answer(question_id, ending, model.name, dataclasses.asdict(stats))
-        measure(stats, ending)
-        if reply.content or failure is None:
-            reply.metadata = record.as_metadata()
-            await reply.send()
-            self.settle(chat, reply.to_dict(), question_id)
-            await show_line(chat, reply.id, history=self.history_on)
-        if failure is not None:
-            shown = await say_error(chat, failure, None if reply.content else record)
-            if not reply.content:
+        message = cl.Message(content="")
+        replied = await reply.stream(model, plan, OnPage(message, while_streaming))
+        self.quotas.used(chat.user, replied.prompt_tokens, replied.tokens)
+        record = Answer(question_id, replied.ending, model.name, dataclasses.asdict(replied.stats))
+        if replied.text or replied.failure is None:
+            message.metadata = record.as_metadata()
+            await message.send()
+            self.settle(chat, message.to_dict(), question_id)
+            await show_line(chat, message.id, history=self.history_on)
+        if replied.failure is not None:
+            shown = await say_error(chat, replied.failure, None if replied.text else record)
+            if not replied.text:
                 self.settle(chat, shown.to_dict(), question_id)
                 await show_line(chat, shown.id, history=self.history_on)
         await offer_regenerate(chat)
 
-    async def plan(self, chat: Tab, question_id: str, model: ModelInfo) -> Plan:
-        """The request for the branch up to the question; a question too long for the window names its file."""
-        prefs, question = chat.preferences, chat.branches.steps[question_id]
-        try:
-            return await plan_request(
-                conversation_before(chat.branches, question_id),
-                system_prompt=prefs.system_prompt,
-                user_text=as_seen(question),
-                max_tokens=prefs.max_tokens,
-                window=model.max_model_len,
-                count=self.backend.count_prompt_tokens,
-                bound=self.backend.prompt_bound,
-            )
-        except ChatError as error:
-            limit, files = error.details.get("limit"), attachments_of(question)
-            if error.problem is not Problem.MESSAGE_TOO_LONG or not isinstance(limit, int) or not files:
-                raise
-            typed = str(question.get("output") or "")
-            count = self.backend.count_prompt_tokens
-            raise await overflowing(files, typed, prefs.system_prompt, limit, count) or error from None
+
+@dataclass(frozen=True)
+class OnPage:
+    """A reply's events drawn on the page: its words streamed into its message, then the question's line."""
+
+    message: cl.Message
+    while_streaming: Callable[[], Awaitable[None]] | None
+
+    async def words(self, text: str) -> None:
+        await self.message.stream_token(text)
+
+    async def streaming(self) -> None:
+        if self.while_streaming is not None:
+            await self.while_streaming()
 
 
 def uploads_of(question: cl.Message) -> list[Upload]:
@@ -276,12 +227,3 @@ async def place(
     question.metadata = kept if parent is not None and parent == implied else kept | placed(parent)
     if question.metadata != received:
         await question.update()
-
-
-def measure(stats: AnswerStats, ending: Ending) -> None:
-    """An answer in the operators' metrics."""
-    metrics.ANSWERS.labels(ending.value).inc()
-    if stats.ttft_s is not None:
-        metrics.FIRST_TOKEN.observe(stats.ttft_s)
-    if stats.tokens and stats.decode_s > 0:
-        metrics.SPEED.observe(stats.tokens / stats.decode_s)

@@ -1,0 +1,140 @@
+"""One reply to a question, without Chainlit: plan the request, stream it, count it; stopped or failed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from app import metrics
+from app.chat.attachments import as_seen, attachments_of, overflowing
+from app.chat.backend import Backend, ModelInfo, Sampling
+from app.chat.branches import NOT_SENT, Branches, conversation_before
+from app.chat.coalesce import Coalescer
+from app.chat.conversation import Ending, Plan, plan_request
+from app.chat.preferences import Preferences
+from app.chat.stats import AnswerStats
+from app.errors import ChatError, Problem
+
+# The page update of an answer after which it counts as streaming (the first one is its first words).
+STREAMING_FROM_UPDATE = 2
+# Refusals of the budget: no request was sent for these, so the model saw nothing.
+NOT_SENT_PROBLEMS = (Problem.MESSAGE_TOO_LONG, Problem.FILE_TOO_LONG)
+
+
+class Listener(Protocol):
+    """What the page does with a reply's events."""
+
+    async def words(self, text: str) -> None:
+        """More of the answer, to show after what came before (several tokens joined)."""
+
+    async def streaming(self) -> None:
+        """The answer is past its first updates: not among the requests and first words of a burst of questions."""
+
+
+@dataclass(frozen=True)
+class Replied:
+    """How a reply ended: what it said, how it ended, its figures, and the failure that ended it, if one did."""
+
+    text: str
+    ending: Ending
+    stats: AnswerStats
+    failure: ChatError | None = None
+    prompt_tokens: int | None = None
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Answers one question of a branch through the backend; the task running `stream` is what a stop cancels."""
+
+    backend: Backend
+    preferences: Preferences
+    # How often streamed text goes to the listener (tokens in between are joined).
+    stream_interval_s: float
+
+    async def plan(self, branches: Branches, question_id: str) -> tuple[ModelInfo, Plan]:
+        """The model, and the request for the branch up to the question; ChatError when none can be sent."""
+        try:
+            model = await self.backend.model()
+            return model, await self._fit(branches, question_id, model)
+        except ChatError as error:
+            metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
+            raise
+
+    async def _fit(self, branches: Branches, question_id: str, model: ModelInfo) -> Plan:
+        """The branch fitted into the window; a question too long for it names its file."""
+        prefs, question = self.preferences, branches.steps[question_id]
+        try:
+            return await plan_request(
+                conversation_before(branches, question_id),
+                system_prompt=prefs.system_prompt,
+                user_text=as_seen(question),
+                max_tokens=prefs.max_tokens,
+                window=model.max_model_len,
+                count=self.backend.count_prompt_tokens,
+                bound=self.backend.prompt_bound,
+            )
+        except ChatError as error:
+            limit, files = error.details.get("limit"), attachments_of(question)
+            if error.problem is not Problem.MESSAGE_TOO_LONG or not isinstance(limit, int) or not files:
+                raise
+            typed = str(question.get("output") or "")
+            count = self.backend.count_prompt_tokens
+            raise await overflowing(files, typed, prefs.system_prompt, limit, count) or error from None
+
+    async def stream(self, model: ModelInfo, plan: Plan, listener: Listener) -> Replied:
+        """Stream the planned request to the listener; a cancel (stop) or a failure ends it with what was said."""
+        prefs = self.preferences
+        sampling = Sampling(
+            temperature=prefs.temperature,
+            top_p=prefs.top_p,
+            max_tokens=plan.max_tokens,
+            repetition_penalty=prefs.repetition_penalty,
+        )
+        said: list[str] = []
+
+        async def show(text: str) -> None:
+            said.append(text)
+            await listener.words(text)
+
+        ending, failure, tokens, prompt_tokens = Ending.COMPLETE, None, None, None
+        batcher = Coalescer(show, self.stream_interval_s)
+        started = first_token_at = time.perf_counter()
+        got_token, told_streaming = False, False
+        try:
+            async with self.backend.stream_chat(plan.messages, sampling) as stream:
+                async for delta in stream:
+                    if not got_token:
+                        got_token, first_token_at = True, time.perf_counter()
+                    await batcher.add(delta)
+                    if not told_streaming and batcher.sends == STREAMING_FROM_UPDATE:
+                        told_streaming = True
+                        await listener.streaming()
+                    tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
+                tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
+        except asyncio.CancelledError:
+            ending = Ending.STOPPED
+        except ChatError as error:
+            ending, failure = Ending.FAILED, error
+        await batcher.flush()
+        stats = AnswerStats(
+            ttft_s=first_token_at - started if got_token else None,
+            tokens=tokens,
+            decode_s=time.perf_counter() - first_token_at,
+            dropped_turns=plan.dropped_turns,
+            window=model.max_model_len,
+            stopped=ending is Ending.STOPPED,
+        )
+        measure(stats, ending)
+        return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens)
+
+
+def measure(stats: AnswerStats, ending: Ending) -> None:
+    """An answer in the operators' metrics."""
+    metrics.ANSWERS.labels(ending.value).inc()
+    if stats.ttft_s is not None:
+        metrics.FIRST_TOKEN.observe(stats.ttft_s)
+    if stats.tokens and stats.decode_s > 0:
+        metrics.SPEED.observe(stats.tokens / stats.decode_s)

@@ -1,0 +1,157 @@
+"""One reply of the chat core, without Chainlit or an app: planned, streamed, stopped or failed (fake server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from app.chat.backend import Backend
+from app.chat.branches import ROOT, Branches
+from app.chat.conversation import Ending
+from app.chat.preferences import Preferences
+from app.chat.reply import Reply
+from app.config import Settings
+from app.errors import ChatError, Problem
+from tests.support.fake_openai import FakeState, fake_openai_server
+
+
+@dataclass
+class Page:
+    """What a page would draw of a reply: its words as they came, and when it counted as streaming."""
+
+    words_seen: list[str] = field(default_factory=list)
+    streaming_after: list[int] = field(default_factory=list)  # words seen when it was told
+
+    async def words(self, text: str) -> None:
+        self.words_seen.append(text)
+
+    async def streaming(self) -> None:
+        self.streaming_after.append(len(self.words_seen))
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[Backend, FakeState]]:
+    with fake_openai_server() as (url, state):
+        yield Backend(Settings(vllm_base_url=url, request_timeout=2.0)), state
+
+
+def asked(question: str, *earlier: tuple[str, str]) -> Branches:
+    """A branch of earlier questions and answers, then the question "q" (ids q0, a0, q1, a1, ..., q)."""
+    tree, parent = Branches(), ROOT
+    for index, (user, assistant) in enumerate(earlier):
+        tree.add({"id": f"q{index}", "type": "user_message", "output": user}, parent)
+        tree.add(
+            {"id": f"a{index}", "type": "assistant_message", "output": assistant, "metadata": answered(f"q{index}")},
+            f"q{index}",
+        )
+        parent = f"a{index}"
+    tree.add({"id": "q", "type": "user_message", "output": question}, parent)
+    return tree
+
+
+def answered(question_id: str) -> dict[str, object]:
+    """An answer's record of the question it replies to, complete."""
+    return {"turn": {"reply_to": question_id, "ending": "complete", "model": "fake-ernie", "stats": None}}
+
+
+def reply_of(backend: Backend, interval_s: float = 0.0, **preferences: object) -> Reply:
+    defaults = Preferences.defaults(Settings()).model_dump()
+    return Reply(backend, Preferences(**{**defaults, "max_tokens": 8, **preferences}), interval_s)
+
+
+async def test_a_reply_streams_its_words_in_order_and_counts_them(fake):
+    backend, _state = fake
+    reply, page = reply_of(backend), Page()
+    model, plan = await reply.plan(asked("hi", ("before", "earlier answer")), "q")
+    replied = await reply.stream(model, plan, page)
+    assert replied.text == "Hello, world!" == "".join(page.words_seen)
+    assert replied.ending is Ending.COMPLETE and replied.failure is None
+    assert (replied.prompt_tokens, replied.tokens) == (3, 4) and replied.stats.tokens == 4
+    assert replied.stats.ttft_s is not None and not replied.stats.stopped
+
+
+async def test_the_model_sees_the_branch_before_the_question_then_the_question(fake):
+    backend, state = fake
+    reply = reply_of(backend, system_prompt="be brief")
+    model, plan = await reply.plan(asked("hi", ("before", "earlier answer")), "q")
+    await reply.stream(model, plan, Page())
+    sent = [r for r in state.requests if r["path"] == "/v1/chat/completions"][-1]
+    assert sent["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "before"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert sent["max_tokens"] == 8
+
+
+async def test_the_page_is_told_it_streams_after_its_second_update_once(fake):
+    backend, _state = fake
+    page = Page()
+    reply = reply_of(backend)
+    await reply.stream(*await reply.plan(asked("hi"), "q"), page)
+    assert page.streaming_after == [2]
+
+
+async def test_a_stopped_reply_keeps_what_it_said_and_closes_its_request(fake):
+    backend, state = fake
+    state.mode, state.tokens_per_second = "paced", 20.0
+    page = Page()
+    reply = reply_of(backend, max_tokens=200)
+    model, plan = await reply.plan(asked("hi"), "q")
+    running = asyncio.create_task(reply.stream(model, plan, page))
+    while len(page.words_seen) < 3:
+        await asyncio.sleep(0.01)
+    running.cancel()  # the stop button
+    replied = await running
+    assert replied.ending is Ending.STOPPED and replied.stats.stopped and replied.failure is None
+    assert replied.text == "".join(page.words_seen) and replied.text.startswith(" t0 t1 t2")
+    for _ in range(100):  # the server notices the closed stream at its next token
+        if state.streams_aborted:
+            break
+        await asyncio.sleep(0.05)
+    assert state.streams_aborted == 1 and state.streams_open == 0
+
+
+async def test_a_dropped_connection_ends_the_reply_with_what_it_said_and_why(fake):
+    backend, state = fake
+    state.mode = "drop"
+    reply = reply_of(backend)
+    replied = await reply.stream(*await reply.plan(asked("hi"), "q"), Page())
+    assert replied.ending is Ending.FAILED and replied.text == "Hello, "
+    assert replied.failure is not None and replied.failure.problem is Problem.INTERRUPTED
+
+
+async def test_a_failed_server_ends_the_reply_before_any_word(fake):
+    backend, state = fake
+    reply = reply_of(backend)
+    model, plan = await reply.plan(asked("hi"), "q")
+    state.mode, state.status = "status", 500
+    page = Page()
+    replied = await reply.stream(model, plan, page)
+    assert replied.ending is Ending.FAILED and replied.text == "" and page.words_seen == []
+    assert replied.failure is not None and replied.failure.problem is Problem.SERVER_ERROR
+    assert replied.stats.ttft_s is None
+
+
+async def test_a_question_too_long_for_the_window_is_refused_before_any_request(fake):
+    backend, state = fake
+    state.window = 40
+    with pytest.raises(ChatError) as refused:
+        await reply_of(backend).plan(asked("word " * 60), "q")
+    assert refused.value.problem is Problem.MESSAGE_TOO_LONG and refused.value.details["limit"] == 32
+    assert not [r for r in state.requests if r["path"] == "/v1/chat/completions"]
+
+
+async def test_the_oldest_turns_are_left_out_when_the_window_is_full(fake):
+    backend, state = fake
+    state.window = 40
+    earlier = [(f"question {i} " + "word " * 5, f"answer {i}") for i in range(4)]
+    reply = reply_of(backend)
+    model, plan = await reply.plan(asked("now", *earlier), "q")
+    assert plan.dropped_turns > 0 and plan.messages[-1] == {"role": "user", "content": "now"}
+    replied = await reply.stream(model, plan, Page())
+    assert replied.stats.dropped_turns == plan.dropped_turns and replied.stats.window == 40
