@@ -105,7 +105,7 @@ async def on_edit(payload: Any) -> None:
     if chat is None or not isinstance(message, dict) or not isinstance(message.get("output"), str):
         return
     question_id, edited = str(message.get("id")), message["output"]
-    if not await APP.pipeline.refused_while_busy(chat):
+    if not await APP.pipeline.told_busy(chat):
         APP.pipeline.in_background(chat, lambda: APP.pipeline.edit(chat, question_id, edited))
 
 
@@ -113,7 +113,7 @@ async def on_edit(payload: Any) -> None:
 async def on_starter(action: cl.Action) -> None:
     """An example prompt under the greeting: send it as the user's message."""
     chat = lifecycle.current()
-    if chat is None or await APP.pipeline.refused_while_busy(chat):
+    if chat is None or await APP.pipeline.told_busy(chat):
         return
     prompt, parent = str(action.payload.get("prompt", "")), chat.branches.leaf()
     if prompt.strip() and not chat.branches.steps:  # the chat's first message: Chainlit names it "starter"
@@ -127,7 +127,7 @@ async def on_starter(action: cl.Action) -> None:
 async def on_regenerate(_action: cl.Action) -> None:
     """Answer the newest question shown again: a new version of its answer."""
     chat = lifecycle.current()
-    if chat is not None and not await APP.pipeline.refused_while_busy(chat):
+    if chat is not None and not await APP.pipeline.told_busy(chat):
         APP.pipeline.in_background(chat, lambda: APP.pipeline.regenerate(chat))
 
 
@@ -135,7 +135,7 @@ async def on_regenerate(_action: cl.Action) -> None:
 async def on_show_version(action: cl.Action) -> None:
     """The previous or next version button by a message: show that version of it, with what followed it."""
     chat = lifecycle.current()
-    if chat is not None and not await APP.pipeline.refused_while_busy(chat):
+    if chat is not None and not await APP.pipeline.told_busy(chat):
         await switch_version(chat, str(action.payload.get("id")), APP.history)
 
 
@@ -181,7 +181,7 @@ async def on_connection_successful() -> None:
         await seam.task_started()
     if chat is not None and chat.resumed:  # only now: the page replaces its messages with the thread's
         chat.resumed = False
-        await draw_lines(chat, chat.branches.path(), history=APP.history.store is not None)
+        await draw_lines(chat, chat.branches.path(), kept=APP.history.kept)
 
 
 @seam.after_chainlit("clear_session")

@@ -50,7 +50,7 @@ class Quotas:
     sent: dict[str, deque[float]] = field(default_factory=dict)
     counting: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def refusal(self, user: str | None) -> ChatError | None:
+    async def reason_to_refuse(self, user: str | None) -> ChatError | None:
         """Why this user may not have another answer now (None: they may; the message is then counted)."""
         if user is None or user in self.exempt:
             return None

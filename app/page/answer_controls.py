@@ -24,7 +24,7 @@ FORK = "fork"
 ELEMENT_IDS = uuid.UUID("2b0c6f0e-7f6a-4a55-9a43-1f7e0c2d5b27")
 
 
-async def show_line(chat: Tab, message_id: str, *, history: bool) -> None:
+async def show_line(chat: Tab, message_id: str, *, kept: bool) -> None:
     """The small line by a message (public/elements/AnswerStats.jsx): an answer's stats, and buttons.
 
     The buttons: the message's versions; with history on, an answer's exports and "continue in a new chat".
@@ -33,14 +33,14 @@ async def show_line(chat: Tab, message_id: str, *, history: bool) -> None:
     """
     step = chat.branches.steps[message_id]
     stats, versions = stats_of(step), version_props(chat, message_id)
-    if stats is None and versions is None and not history:
+    if stats is None and versions is None and not kept:
         return
-    exports = history and not is_question(step)
+    exports = kept and not is_question(step)
     props = {
         "text": stats.describe(chat.lang) if stats else "",
         "exports": [{"name": name, "label": text(chat.lang, name)} for name in EXPORTS] if exports else [],
         "versions": versions,
-        "fork": {"name": FORK, "label": text(chat.lang, FORK), "payload": {"id": message_id}} if history else None,
+        "fork": {"name": FORK, "label": text(chat.lang, FORK), "payload": {"id": message_id}} if kept else None,
     }
     # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
     url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()

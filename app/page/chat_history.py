@@ -44,6 +44,11 @@ class History:
     noticed: dict[str, float] = field(default_factory=dict)
     unawaited: set[asyncio.Task[None]] = field(default_factory=set)
 
+    @property
+    def kept(self) -> bool:
+        """Whether chats are kept (messages then carry export and continue-in-a-new-chat buttons)."""
+        return self.store is not None
+
     async def notify_write_failure(self, _what: str) -> None:
         """Tell the chat whose message could not be saved, at most once a minute (not persisted)."""
         session = seam.websocket_session()

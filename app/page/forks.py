@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 async def fork(chat: Tab, message_id: str, history: History) -> None:
     """Copy the branch up to the message (included) into a new chat, and link to it; this chat stays as it is."""
-    if history.store is None:
+    if not history.kept:
         await show(cl.Message(content=text(chat.lang, "fork_needs_history")))
         return
     if message_id not in chat.branches.steps:  # e.g. an id of another chat: this session's tree does not hold it

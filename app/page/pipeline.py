@@ -42,44 +42,39 @@ class Pipeline:
     # The answers being written now, the history's commits wait for.
     answering: Answering
 
-    @property
-    def history_on(self) -> bool:
-        """Whether chats are stored (messages then carry export and continue-in-a-new-chat buttons)."""
-        return self.history.store is not None
-
-    async def refused_while_busy(self, chat: Tab) -> bool:
+    async def told_busy(self, chat: Tab) -> bool:
         """Tell the user an answer is still streaming; True if so."""
         if chat.generating:
-            await self.refuse(chat, ChatError(Problem.BUSY))
+            await self.say_refused(chat, ChatError(Problem.BUSY))
         return chat.generating
 
-    async def refuse(self, chat: Tab, refusal: ChatError) -> None:
+    async def say_refused(self, chat: Tab, refusal: ChatError) -> None:
         """Say why no answer is written now, and count it."""
         metrics.REFUSALS.labels(refusal.problem.value).inc()
         await say_error(chat, refusal)
 
-    async def refusal(self, chat: Tab, text: str | None = None, *, attached: bool = False) -> ChatError | None:
+    async def reason_to_refuse(self, chat: Tab, text: str | None = None, *, attached: bool = False) -> ChatError | None:
         """Why no answer (to this new text, if any, or its files) may be written now (None: it may; counted)."""
         if chat.generating:
             return ChatError(Problem.BUSY)
         if text is not None and not text.strip() and not attached:
             return ChatError(Problem.EMPTY_MESSAGE)
-        return await self.quotas.refusal(chat.user)
+        return await self.quotas.reason_to_refuse(chat.user)
 
     async def ask(self, chat: Tab, question: cl.Message, parent: str) -> None:
         """Answer a question the user sent, which follows `parent`; a refused one stays outside the conversation."""
         uploads, received = uploads_of(question), dict(question.metadata or {})
         question.metadata = with_files(question.metadata, [])  # the files are the ones uploaded, nothing else
-        if (refusal := await self.refusal(chat, question.content, attached=bool(uploads))) is not None:
+        if (refusal := await self.reason_to_refuse(chat, question.content, attached=bool(uploads))) is not None:
             await place(question, None, received)
-            await self.refuse(chat, refusal)
+            await self.say_refused(chat, refusal)
             return
         with self.turn(chat):
             try:  # in the turn: a message sent meanwhile is refused as one sent while answering
                 files = await asyncio.to_thread(read_all, uploads, self.uploads)
             except ChatError as unreadable:
                 await place(question, None, received)
-                await self.refuse(chat, unreadable)
+                await self.say_refused(chat, unreadable)
                 return
             question.metadata = with_files(question.metadata, files)
             await place(question, parent, received, chat.branches.newest())
@@ -92,8 +87,8 @@ class Pipeline:
         if old is None or not is_question(old) or question_id not in chat.branches.path():
             return  # not a question on this chat's page
         files = attachments_of(old)
-        if (refusal := await self.refusal(chat, text, attached=bool(files))) is not None:
-            await self.refuse(chat, refusal)
+        if (refusal := await self.reason_to_refuse(chat, text, attached=bool(files))) is not None:
+            await self.say_refused(chat, refusal)
             return
         with self.turn(chat):
             parent = chat.branches.parents[question_id]
@@ -109,8 +104,8 @@ class Pipeline:
         question_id = chat.branches.last_question()
         if question_id is None:
             return
-        if (refusal := await self.refusal(chat)) is not None:
-            await self.refuse(chat, refusal)
+        if (refusal := await self.reason_to_refuse(chat)) is not None:
+            await self.say_refused(chat, refusal)
             return
         with self.turn(chat):
             await cut(chat, question_id)
@@ -152,7 +147,7 @@ class Pipeline:
             nonlocal drawn
             if not drawn:
                 drawn = True
-                await show_line(chat, question_id, history=self.history_on)
+                await show_line(chat, question_id, kept=self.history.kept)
 
         try:
             await self.answer(chat, question_id, while_streaming=draw_line)
@@ -174,7 +169,7 @@ class Pipeline:
             sent = error.problem not in NOT_SENT_PROBLEMS
             shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
             self.settle(chat, shown.to_dict(), question_id)
-            await show_line(chat, shown.id, history=self.history_on)
+            await show_line(chat, shown.id, kept=self.history.kept)
             await offer_regenerate(chat)
             return
 
@@ -186,12 +181,12 @@ class Pipeline:
             message.metadata = record.as_metadata()
             await message.send()
             self.settle(chat, message.to_dict(), question_id)
-            await show_line(chat, message.id, history=self.history_on)
+            await show_line(chat, message.id, kept=self.history.kept)
         if replied.failure is not None:
             shown = await say_error(chat, replied.failure, None if replied.text else record)
             if not replied.text:
                 self.settle(chat, shown.to_dict(), question_id)
-                await show_line(chat, shown.id, history=self.history_on)
+                await show_line(chat, shown.id, kept=self.history.kept)
         await offer_regenerate(chat)
 
 

@@ -24,17 +24,17 @@ async def cut(chat: Tab, after: str) -> None:
         await seam.hide(message)
 
 
-async def draw(chat: Tab, message_ids: list[str], *, history: bool) -> None:
+async def draw(chat: Tab, message_ids: list[str], *, kept: bool) -> None:
     """Put messages of the tree at the end of the page, each with its line, and regenerate on the newest answer."""
     for message_id in message_ids:
         await seam.show_again(dict(chat.branches.steps[message_id]))  # type: ignore[arg-type]  # a stored step
-    await draw_lines(chat, message_ids, history=history)
+    await draw_lines(chat, message_ids, kept=kept)
 
 
-async def draw_lines(chat: Tab, message_ids: list[str], *, history: bool) -> None:
+async def draw_lines(chat: Tab, message_ids: list[str], *, kept: bool) -> None:
     """The lines by messages on the page, and regenerate on the newest answer."""
     for message_id in message_ids:
-        await show_line(chat, message_id, history=history)
+        await show_line(chat, message_id, kept=kept)
     await offer_regenerate(chat)
 
 
@@ -51,6 +51,6 @@ async def switch_version(chat: Tab, message_id: str, history: History) -> None:
         pairs = enumerate(zip(before, after, strict=False))
         first = next((index for index, (old, new) in pairs if old != new), min(len(before), len(after)))
         await cut(chat, after[first - 1] if first else ROOT)  # what the branches still share stays
-        await draw(chat, after[first:], history=history.store is not None)
+        await draw(chat, after[first:], kept=history.kept)
     if changed:
         await history.save_shown(tree.shown)
