@@ -12,7 +12,6 @@ TEXT: dict[str, dict[str, str]] = {
         "I'll say here when it is ready; you don't need to reload.",
         "ready": "{model} is ready. Ask me anything.",
         "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
-        "settings_applied": "Settings updated; they apply to your next message.",
         "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
         "stopped": "stopped",
         "regenerate": "Regenerate",
@@ -118,7 +117,6 @@ TEXT: dict[str, dict[str, str]] = {
         "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
         "ready": "{model} 已就绪，请开始提问。",
         "settings_rejected": "部分设置未生效（保留原值）：{problems}",
-        "settings_applied": "设置已更新，将用于你的下一条消息。",
         "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",
         "stopped": "已停止",
         "regenerate": "重新生成",
@@ -232,6 +230,10 @@ STARTERS: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
+# What error_text fills in when a ChatError leaves them out.
+ERROR_BLANKS: dict[str, object] = {"server": "", "reason": "", "status": ""}
+
+
 def language_of(locale: str | None) -> str:
     """'zh' for any Chinese locale, else 'en'."""
     return "zh" if (locale or "").lower().startswith("zh") else "en"
@@ -245,5 +247,5 @@ def text(lang: str, key: str | Problem, **values: object) -> str:
 
 def error_text(lang: str, error: ChatError) -> str:
     """A ChatError as a sentence in lang."""
-    values = {"server": "", "reason": "", "status": "", **error.details}
+    values = {**ERROR_BLANKS, **error.details}
     return text(lang, error.problem, **values)

@@ -9,6 +9,16 @@ from app.chat.tab import Tab
 from app.i18n import text
 
 
+def label_key(setting: str) -> str:
+    """The key in app/i18n.py of a setting's label (each field of Preferences has one)."""
+    return f"label_{setting}"
+
+
+def tip_key(setting: str) -> str:
+    """The key in app/i18n.py of a setting's tooltip (each field of Preferences has one)."""
+    return f"tip_{setting}"
+
+
 def settings_panel(chat: Tab, max_tokens_limit: int) -> cl.ChatSettings:
     """The settings widgets, showing the session's current preferences."""
     prefs, lang = chat.preferences, chat.lang
@@ -16,8 +26,8 @@ def settings_panel(chat: Tab, max_tokens_limit: int) -> cl.ChatSettings:
     def slider(key: str, low: float, high: float, step: float) -> Slider:
         return Slider(
             id=key,
-            label=text(lang, f"label_{key}"),
-            tooltip=text(lang, f"tip_{key}"),
+            label=text(lang, label_key(key)),
+            tooltip=text(lang, tip_key(key)),
             initial=getattr(prefs, key),
             min=low,
             max=high,
@@ -32,8 +42,8 @@ def settings_panel(chat: Tab, max_tokens_limit: int) -> cl.ChatSettings:
             slider("repetition_penalty", 1.0, 2.0, 0.05),
             TextInput(
                 id="system_prompt",
-                label=text(lang, "label_system_prompt"),
-                tooltip=text(lang, "tip_system_prompt"),
+                label=text(lang, label_key("system_prompt")),
+                tooltip=text(lang, tip_key("system_prompt")),
                 initial=prefs.system_prompt,
                 multiline=True,
             ),

@@ -22,13 +22,28 @@ class BuiltIn:
     """A preset every user has: its sampling, and its system prompt per language (None: the settings' own)."""
 
     name: str  # the chat profile's name, the same in every language: the page sends it back at chat start
-    key: str  # its label and description in app/i18n.py: preset_<key>, preset_<key>_about, preset_<key>_prompt
+    key: str  # names its texts in app/i18n.py: see label_key, about_key and prompt_key
     sampling: dict[str, float] = field(default_factory=dict)
     own_prompt: bool = False
 
+    @property
+    def label_key(self) -> str:
+        """The key of its label in app/i18n.py."""
+        return f"preset_{self.key}"
+
+    @property
+    def about_key(self) -> str:
+        """The key of its description in app/i18n.py."""
+        return f"preset_{self.key}_about"
+
+    @property
+    def prompt_key(self) -> str:
+        """The key of its system prompt in app/i18n.py (a text only with own_prompt)."""
+        return f"preset_{self.key}_prompt"
+
     def preferences(self, defaults: Preferences, lang: str) -> Preferences:
         """The settings a chat started with this preset has."""
-        prompt = {"system_prompt": text(lang, f"preset_{self.key}_prompt")} if self.own_prompt else {}
+        prompt = {"system_prompt": text(lang, self.prompt_key)} if self.own_prompt else {}
         return Preferences(**{**defaults.model_dump(), **self.sampling, **prompt})
 
 
@@ -41,7 +56,7 @@ BUILT_IN = (
 BY_NAME = {preset.name: preset for preset in BUILT_IN}
 # Names a user's preset cannot take: the built-in presets' names and labels in every language, casefolded.
 RESERVED = {preset.name.casefold() for preset in BUILT_IN} | {
-    TEXT[lang][f"preset_{preset.key}"].casefold() for lang in TEXT for preset in BUILT_IN
+    TEXT[lang][preset.label_key].casefold() for lang in TEXT for preset in BUILT_IN
 }
 
 

@@ -23,7 +23,18 @@ from app.presets.store import Outcome, PresetStore
 # The panel's widgets for presets (their values are requests, not settings of the chat).
 SAVE, PICK, RENAME, DELETE = "preset_save", "preset_pick", "preset_rename", "preset_delete"
 FIELDS = (SAVE, PICK, RENAME, DELETE)
-FAILURES = {Outcome.TOO_MANY: Problem.PRESETS_TOO_MANY, Outcome.NAME_TAKEN: Problem.PRESET_NAME_TAKEN}
+# What becomes of a change to a user's presets: a change done says so (a key in app/i18n.py), one refused is an error.
+DONE = {
+    Outcome.SAVED: "preset_saved",
+    Outcome.REPLACED: "preset_replaced",
+    Outcome.RENAMED: "preset_renamed",
+    Outcome.DELETED: "preset_deleted",
+}
+FAILURES = {
+    Outcome.TOO_MANY: Problem.PRESETS_TOO_MANY,
+    Outcome.NAME_TAKEN: Problem.PRESET_NAME_TAKEN,
+    Outcome.NOT_FOUND: Problem.PRESET_MISSING,
+}
 MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 
 
@@ -89,9 +100,7 @@ async def report(chat: Tab, outcome: Outcome, name: str) -> None:
     """Say what became of a preset; ChatError for a change refused."""
     if outcome in FAILURES:
         raise ChatError(FAILURES[outcome], name=quoted(name))
-    if outcome is Outcome.NOT_FOUND:
-        raise ChatError(Problem.PRESET_MISSING, name=quoted(name))
-    await show(cl.Message(content=text(chat.lang, f"preset_{outcome.value}", name=quoted(name))))
+    await show(cl.Message(content=text(chat.lang, DONE[outcome], name=quoted(name))))
 
 
 def typed(value: Any) -> str:
@@ -112,8 +121,8 @@ async def chat_profiles(
     profiles = [
         cl.ChatProfile(
             name=preset.name,
-            display_name=text(lang, f"preset_{preset.key}"),
-            markdown_description=text(lang, f"preset_{preset.key}_about")
+            display_name=text(lang, preset.label_key),
+            markdown_description=text(lang, preset.about_key)
             + "\n\n"
             + summary(lang, preset.preferences(defaults, lang)),
             default=preset is BUILT_IN[0],
