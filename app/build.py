@@ -76,7 +76,8 @@ def build(settings: Settings) -> App:
         frozenset() if settings.limit_local_user else frozenset({LOCAL_USER}),
     )
     interval_s = settings.stream_interval_ms / 1000
-    pipeline = Pipeline(backend, interval_s, history, quotas, uploads.limits(settings), answering)
+    limits = uploads.limits(settings)
+    pipeline = Pipeline(backend, interval_s, history, quotas, limits, answering, settings.context_low_water)
     metrics.serve("127.0.0.1", settings.metrics_port)
     if store is None:
         seam.turn_off_favourites()  # favourite prompts are kept in the history

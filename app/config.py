@@ -79,6 +79,16 @@ def explain(error: ValidationError) -> list[str]:
     ]
 
 
+# Once a chat fills the window, its oldest turns are left out down to this share of the room the prompt has (the
+# window less the reply's tokens), not just as many as make the next message fit. The turns after that start at
+# the same message, so vLLM reuses its prefix cache for everything but the newest turn, until the chat fills the
+# room again and takes another step. Leaving out the fewest turns instead moves the prompt's start every turn and
+# vLLM computes the whole conversation again each time: on a CPU, ~30 s before each answer at an 8 192-token
+# window, against ~5 s with the start kept. Half the room keeps about as many turns as the chat had and leaves
+# as much room to grow before the next step (docs/benchmarks.md: a long chat, per turn).
+DEFAULT_LOW_WATER = 0.5
+
+
 class Settings(EnvSettings):
     """Everything the chat app needs to know; field names match the environment variables."""
 
@@ -103,6 +113,12 @@ class Settings(EnvSettings):
     readiness_poll_seconds: float = Field(2.0, gt=0)
     reconnect_grace_seconds: float = Field(0.0, ge=0, description="a lost connection's time to come back; 0: none")
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
+    context_low_water: float = Field(
+        DEFAULT_LOW_WATER,
+        gt=0,
+        le=1,
+        description="share of the room a full chat steps down to: vLLM reuses its cache",
+    )
     chat_host: str = Field("127.0.0.1", description="address the chat UI listens on")
     chat_port: int = Field(7860, ge=1, le=65535, description="Chainlit's own 8000 is vLLM's")
     history: bool = Field(True, description="keep chats (sidebar, resume, export) and know who is who")

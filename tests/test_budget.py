@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Turn, plan_request
+from app.config import DEFAULT_LOW_WATER
 from app.errors import ChatError, Problem
 from tests.support.fake_openai import count_tokens
 
@@ -31,8 +32,11 @@ conversations = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_
     new=st.integers(0, 80),
     max_tokens=st.integers(1, 300),
     window=st.integers(16, 400),
+    kept_from=st.integers(0, 14),
 )
-def test_plan_fits_keeps_the_newest_turns_and_drops_as_few_as_possible(turns, system, new, max_tokens, window):
+def test_plan_fits_keeps_the_start_it_can_and_steps_down_to_the_low_water_mark(
+    turns, system, new, max_tokens, window, kept_from
+):
     conversation = Conversation([Turn(words(u), words(a)) for u, a in turns])
     system_prompt, user_text = words(system), words(new) + " newest"
     try:
@@ -44,6 +48,7 @@ def test_plan_fits_keeps_the_newest_turns_and_drops_as_few_as_possible(turns, sy
                 max_tokens=max_tokens,
                 window=window,
                 count=counter,
+                kept_from=kept_from,
             )
         )
     except ChatError as error:
@@ -59,9 +64,13 @@ def test_plan_fits_keeps_the_newest_turns_and_drops_as_few_as_possible(turns, sy
     if system:
         assert plan.messages[0] == {"role": "system", "content": system_prompt}
     assert plan.messages[-1] == {"role": "user", "content": user_text}
-    if plan.dropped_turns:
+    start = min(kept_from, len(turns))
+    assert plan.dropped_turns >= start, "the prompt never starts earlier than the previous one"
+    if plan.dropped_turns > start:
+        kept = conversation.messages(system_prompt, user_text, skip=start)
+        assert count_tokens(kept) + max_tokens > window, "the previous start was left though it fit"
         fewer = conversation.messages(system_prompt, user_text, skip=plan.dropped_turns - 1)
-        assert count_tokens(fewer) + max_tokens > window, "dropped more turns than needed"
+        assert count_tokens(fewer) > DEFAULT_LOW_WATER * (window - max_tokens), "dropped more turns than the step needs"
     if plan.max_tokens < max_tokens:
         assert plan.dropped_turns == len(turns), "max_tokens clamped only once all history is gone"
         assert plan.prompt_tokens + plan.max_tokens == window, "the clamped request fills the window exactly"
@@ -141,3 +150,27 @@ def test_a_bound_that_proves_the_fit_spares_the_count_and_changes_nothing(turns,
     full = conversation.messages("sys", words(new))
     proven = count_tokens(full) + slack + max_tokens <= window
     assert (counted == []) == proven and (bounded.prompt_tokens is None) == proven
+
+
+def test_a_long_chat_moves_its_prompts_start_only_in_steps():
+    window, max_tokens, turns = 400, 20, list[Turn]()
+    starts: list[int] = []
+    for index in range(40):
+        plan = asyncio.run(
+            plan_request(
+                Conversation(list(turns)),
+                system_prompt="sys",
+                user_text=words(20),
+                max_tokens=max_tokens,
+                window=window,
+                count=counter,
+                kept_from=starts[-1] if starts else 0,
+            )
+        )
+        starts.append(plan.dropped_turns)
+        turns.append(Turn(words(20), words(10), message_id=str(index)))
+    full_from = next(i for i, start in enumerate(starts) if start)  # the first turn past the window
+    moves = sum(
+        1 for before, after in zip(starts[full_from:], starts[full_from + 1 :], strict=False) if after != before
+    )
+    assert full_from > 5 and moves <= (len(starts) - full_from) // 4, starts

@@ -38,13 +38,24 @@ def fake() -> Iterator[tuple[Backend, FakeState]]:
         yield Backend(Settings(vllm_base_url=url, request_timeout=2.0)), state
 
 
-def asked(question: str, *earlier: tuple[str, str]) -> Branches:
-    """A branch of earlier questions and answers, then the question "q" (ids q0, a0, q1, a1, ..., q)."""
+def asked(question: str, *earlier: tuple[str, str], left_out: int | None = None) -> Branches:
+    """A branch of earlier questions and answers, then the question "q" (ids q0, a0, q1, a1, ..., q).
+
+    `left_out`: the oldest turns the last answer's prompt left out, as its stats record it.
+    """
     tree, parent = Branches(), ROOT
     for index, (user, assistant) in enumerate(earlier):
+        stats: dict[str, object] | None = (
+            {"dropped_turns": left_out} if left_out is not None and index == len(earlier) - 1 else None
+        )
         tree.add({"id": f"q{index}", "type": "user_message", "output": user}, parent)
         tree.add(
-            {"id": f"a{index}", "type": "assistant_message", "output": assistant, "metadata": answered(f"q{index}")},
+            {
+                "id": f"a{index}",
+                "type": "assistant_message",
+                "output": assistant,
+                "metadata": answered(f"q{index}", stats),
+            },
             f"q{index}",
         )
         parent = f"a{index}"
@@ -52,9 +63,9 @@ def asked(question: str, *earlier: tuple[str, str]) -> Branches:
     return tree
 
 
-def answered(question_id: str) -> dict[str, object]:
+def answered(question_id: str, stats: dict[str, object] | None = None) -> dict[str, object]:
     """An answer's record of the question it replies to, complete."""
-    return {"turn": {"reply_to": question_id, "ending": "complete", "model": "fake-ernie", "stats": None}}
+    return {"turn": {"reply_to": question_id, "ending": "complete", "model": "fake-ernie", "stats": stats}}
 
 
 def reply_of(backend: Backend, interval_s: float = 0.0, **preferences: object) -> Reply:
@@ -155,3 +166,13 @@ async def test_the_oldest_turns_are_left_out_when_the_window_is_full(fake):
     assert plan.dropped_turns > 0 and plan.messages[-1] == {"role": "user", "content": "now"}
     replied = await reply.stream(model, plan, Page())
     assert replied.stats.dropped_turns == plan.dropped_turns and replied.stats.window == 40
+
+
+async def test_the_prompt_starts_where_the_previous_prompt_of_its_branch_started(fake):
+    backend, state = fake
+    state.window = 4096  # all of it would fit: the start is kept all the same, for the server's prefix cache
+    reply = reply_of(backend, system_prompt="")
+    earlier = [(f"question {i}", f"answer {i}") for i in range(4)]
+    _model, plan = await reply.plan(asked("now", *earlier, left_out=2), "q")
+    assert plan.dropped_turns == 2
+    assert plan.messages[0] == {"role": "user", "content": "question 2"}

@@ -196,3 +196,13 @@ def conversation_of(steps: Sequence[Step]) -> Conversation:
 def conversation_before(tree: Branches, question_id: str) -> Conversation:
     """What the model sees before a question: the branch leading to it."""
     return conversation_of([tree.steps[i] for i in tree.up_to(tree.parents[question_id])])
+
+
+def kept_from(tree: Branches, question_id: str) -> int:
+    """The oldest turns the previous prompt on the question's branch left out (0 before any): where the next starts."""
+    for message_id in reversed(tree.up_to(tree.parents[question_id])):
+        answer = answer_of(tree.steps[message_id])
+        dropped = (answer.stats or {}).get("dropped_turns") if answer is not None else None
+        if isinstance(dropped, int):
+            return dropped
+    return 0

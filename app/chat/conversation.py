@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.config import DEFAULT_LOW_WATER
 from app.errors import ChatError, Problem
 
 Message = dict[str, str]
@@ -71,37 +72,44 @@ async def plan_request(
     window: int,
     count: TokenCounter,
     bound: TokenBound | None = None,
+    kept_from: int = 0,
+    low_water: float = DEFAULT_LOW_WATER,
 ) -> Plan:
-    """Drop the oldest turns until prompt + max_tokens fits the window; clamp max_tokens if needed.
+    """The turns that fit prompt + max_tokens into the window, starting where the previous prompt started.
 
-    `count` is exact and costs a request; `bound`, an upper bound, spares it whenever the whole
-    conversation surely fits (prompt_tokens is then None).
+    `kept_from`: the oldest turns the previous prompt of this branch left out. The prompt starts there as long as
+    it fits, so that vLLM finds all but the newest turn in its prefix cache; once it no longer fits, old turns are
+    left out down to `low_water` of the room, and the next turns start there. max_tokens is clamped when even the
+    message alone leaves less room. `count` is exact and costs a request; `bound`, an upper bound, spares it
+    whenever the prompt surely fits (prompt_tokens is then None).
     """
-    full = conversation.messages(system_prompt, user_text)
-    at_most = await bound(full) if bound is not None and window > 0 else None
-    if window <= 0 or (at_most is not None and at_most + max_tokens <= window):
-        return Plan(messages=full, max_tokens=max_tokens, prompt_tokens=None, dropped_turns=0)
-    tokens = await count(full)
-    if tokens + max_tokens <= window:
-        return Plan(messages=full, max_tokens=max_tokens, prompt_tokens=tokens, dropped_turns=0)
-
     n_turns = len(conversation.turns)
-    alone = conversation.messages(system_prompt, user_text, skip=n_turns) if n_turns else full
-    alone_tokens = await count(alone) if n_turns else tokens
+    start = min(max(kept_from, 0), n_turns)
+    kept = conversation.messages(system_prompt, user_text, skip=start)
+    at_most = await bound(kept) if bound is not None and window > 0 else None
+    if window <= 0 or (at_most is not None and at_most + max_tokens <= window):
+        return Plan(messages=kept, max_tokens=max_tokens, prompt_tokens=None, dropped_turns=start)
+    tokens = await count(kept)
+    if tokens + max_tokens <= window:
+        return Plan(messages=kept, max_tokens=max_tokens, prompt_tokens=tokens, dropped_turns=start)
+
+    alone = conversation.messages(system_prompt, user_text, skip=n_turns) if start < n_turns else kept
+    alone_tokens = await count(alone) if start < n_turns else tokens
     min_reply = min(max_tokens, MIN_REPLY_TOKENS)
     if alone_tokens + min_reply > window:
         raise ChatError(Problem.MESSAGE_TOO_LONG, tokens=alone_tokens, limit=window - min_reply)
     if alone_tokens + max_tokens > window:
         return Plan(messages=alone, max_tokens=window - alone_tokens, prompt_tokens=alone_tokens, dropped_turns=n_turns)
 
-    # Counts shrink as more turns are skipped: find the fewest skipped turns that fit.
-    # `best` always holds the plan for `high`, which is known to fit.
-    low, high, best = 1, n_turns, (n_turns, alone, alone_tokens)
+    # A step: the fewest more turns left out that bring the prompt down to the low-water mark (all of them if
+    # even the message alone is above it). Counts shrink as more turns are left out; `best` holds `high`'s plan.
+    lowest = low_water * (window - max_tokens)
+    low, high, best = start + 1, n_turns, (n_turns, alone, alone_tokens)
     while low < high:
         middle = (low + high) // 2
         candidate = conversation.messages(system_prompt, user_text, skip=middle)
         candidate_tokens = await count(candidate)
-        if candidate_tokens + max_tokens <= window:
+        if candidate_tokens <= lowest:
             high, best = middle, (middle, candidate, candidate_tokens)
         else:
             low = middle + 1

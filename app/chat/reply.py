@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
 from app import metrics
 from app.chat.attachments import as_seen, attachments_of, overflowing
 from app.chat.backend import Backend, ModelInfo, Sampling
-from app.chat.branches import NOT_SENT, Branches, conversation_before
+from app.chat.branches import NOT_SENT, Branches, conversation_before, kept_from
 from app.chat.coalesce import Coalescer
 from app.chat.conversation import Ending, Plan, plan_request
 from app.chat.preferences import Preferences
 from app.chat.stats import AnswerStats
+from app.config import DEFAULT_LOW_WATER
 from app.errors import ChatError, Problem
 
 # The page update of an answer after which it counts as streaming (the first one is its first words).
@@ -53,6 +55,8 @@ class Reply:
     preferences: Preferences
     # How often streamed text goes to the listener (tokens in between are joined).
     stream_interval_s: float
+    # The share of the prompt's room a full chat steps down to (CONTEXT_LOW_WATER).
+    low_water: float = DEFAULT_LOW_WATER
 
     async def plan(self, branches: Branches, question_id: str) -> tuple[ModelInfo, Plan]:
         """The model, and the request for the branch up to the question; ChatError when none can be sent."""
@@ -75,6 +79,8 @@ class Reply:
                 window=model.max_model_len,
                 count=self.backend.count_prompt_tokens,
                 bound=self.backend.prompt_bound,
+                kept_from=kept_from(branches, question_id),
+                low_water=self.low_water,
             )
         except ChatError as error:
             limit, files = error.details.get("limit"), attachments_of(question)
@@ -99,13 +105,16 @@ class Reply:
             said.append(text)
             await listener.words(text)
 
-        ending, failure, tokens, prompt_tokens = Ending.COMPLETE, None, None, None
+        ending, failure, tokens, prompt_tokens, cached = Ending.COMPLETE, None, None, None, None
         batcher = Coalescer(show, self.stream_interval_s)
         started = first_token_at = time.perf_counter()
         got_token, told_streaming = False, False
         try:
-            async with self.backend.stream_chat(plan.messages, sampling) as stream:
-                async for delta in stream:
+            async with (
+                self.backend.stream_chat(plan.messages, sampling) as stream,
+                aclosing(stream.__aiter__()) as deltas,
+            ):
+                async for delta in deltas:
                     if not got_token:
                         got_token, first_token_at = True, time.perf_counter()
                     await batcher.add(delta)
@@ -113,7 +122,7 @@ class Reply:
                         told_streaming = True
                         await listener.streaming()
                     tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
-                tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
+                tokens, prompt_tokens, cached = stream.completion_tokens, stream.prompt_tokens, stream.cached_tokens
         except asyncio.CancelledError:
             ending = Ending.STOPPED
         except ChatError as error:
@@ -126,6 +135,8 @@ class Reply:
             dropped_turns=plan.dropped_turns,
             window=model.max_model_len,
             stopped=ending is Ending.STOPPED,
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached,
         )
         measure(stats, ending)
         return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens)
@@ -138,3 +149,7 @@ def measure(stats: AnswerStats, ending: Ending) -> None:
         metrics.FIRST_TOKEN.observe(stats.ttft_s)
     if stats.tokens and stats.decode_s > 0:
         metrics.SPEED.observe(stats.tokens / stats.decode_s)
+    if stats.prompt_tokens:
+        cached = min(stats.cached_tokens or 0, stats.prompt_tokens)
+        metrics.PROMPT_TOKENS.labels("cached").inc(cached)
+        metrics.PROMPT_TOKENS.labels("computed").inc(stats.prompt_tokens - cached)

@@ -41,6 +41,8 @@ class Pipeline:
     uploads: UploadLimits
     # The answers being written now, the history's commits wait for.
     answering: Answering
+    # The share of the prompt's room a full chat steps down to (CONTEXT_LOW_WATER).
+    low_water: float
 
     async def told_busy(self, chat: Tab) -> bool:
         """Tell the user an answer is still streaming; True if so."""
@@ -162,7 +164,7 @@ class Pipeline:
         `while_streaming` runs once the reply is streaming, past its first page updates: not among the requests
         and first words of a burst of questions, nor among the endings of answers that end together.
         """
-        reply = Reply(self.backend, chat.preferences, self.stream_interval_s)
+        reply = Reply(self.backend, chat.preferences, self.stream_interval_s, self.low_water)
         try:
             model, plan = await reply.plan(chat.branches, question_id)
         except ChatError as error:
