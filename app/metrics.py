@@ -23,6 +23,12 @@ SPEED = Histogram(
     "Tokens per second while an answer streamed",
     buckets=(1, 2, 5, 10, 20, 40, 80, 160, 320),
 )
+PROMPT_TOKENS = Counter(
+    "chat_prompt_tokens",
+    "Prompt tokens of answers, by whether the model server found them in its cache (cached) or computed them "
+    "(computed); answers whose server says nothing of its cache count as computed",
+    ["source"],
+)
 REFUSALS = Counter(
     "chat_refusals",
     "Requests refused, by reason: busy, empty_message, answers_at_once, too_many_messages, quota_used, "

@@ -167,6 +167,11 @@ def build_plan(
 
     _size_kv_cache(plan, settings, machine, shape=shape, device=device, dtype=dtype, seqs=seqs)
 
+    plan.argv.append("--enable-prompt-tokens-details")
+    plan.reasons.append(
+        "enable-prompt-tokens-details: each answer's usage says how many prompt tokens came from the prefix cache "
+        "(the line under the answer shows it)"
+    )
     if settings.profile == "dev":
         plan.argv.append("--enforce-eager")
         plan.reasons.append("enforce-eager: PROFILE=dev starts faster but decodes slower")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import openai
@@ -84,6 +84,16 @@ def _reason(exc: openai.APIError) -> str:
     return exc.message
 
 
+def cached_tokens(usage: dict[str, Any], timings: Any) -> int | None:
+    """The prompt tokens the server reused from its cache: vLLM's prompt_tokens_details, llama-server's timings."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return int(details["cached_tokens"])
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        return int(timings["cache_n"])
+    return None
+
+
 class ChatStream:
     """Text deltas of one streamed completion; usage and finish reason once it ends."""
 
@@ -92,31 +102,39 @@ class ChatStream:
         self._server = server
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        # Prompt tokens the server found in its cache (None: it does not say).
+        self.cached_tokens: int | None = None
         self.finish_reason: str | None = None
 
-    async def __aiter__(self) -> AsyncIterator[str]:
+    async def __aiter__(self) -> AsyncGenerator[str, None]:
         # The server-sent events are parsed here rather than by the SDK: building its models for
         # every chunk was the app's largest CPU cost per streamed token.
         try:
-            async for line in self._response.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                if chunk.get("error"):  # vLLM reports failures during generation as an event
-                    error = chunk["error"]
-                    reason = error.get("message") if isinstance(error, dict) else str(error)
-                    raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
-                if usage := chunk.get("usage"):
-                    self.prompt_tokens = usage.get("prompt_tokens")
-                    self.completion_tokens = usage.get("completion_tokens")
-                for choice in chunk.get("choices") or ():
-                    if choice.get("finish_reason"):
-                        self.finish_reason = choice["finish_reason"]
-                    if text := (choice.get("delta") or {}).get("content"):
-                        yield text
+            # Closed here, in this task, whether the answer ends, stops or fails: left to the garbage collector, the
+            # HTTP client's generators under it would be closed outside the event loop (a traceback per answer).
+            lines_read = cast(AsyncGenerator[str, None], self._response.iter_lines())  # the SDK types it loosely
+            async with aclosing(lines_read) as lines:
+                async for line in lines:
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
+                        continue
+                    chunk = json.loads(data)
+                    if chunk.get("error"):  # vLLM reports failures during generation as an event
+                        error = chunk["error"]
+                        reason = error.get("message") if isinstance(error, dict) else str(error)
+                        raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+                    if usage := chunk.get("usage"):
+                        self.prompt_tokens = usage.get("prompt_tokens")
+                        self.completion_tokens = usage.get("completion_tokens")
+                        if (cached := cached_tokens(usage, chunk.get("timings"))) is not None:
+                            self.cached_tokens = cached
+                    for choice in chunk.get("choices") or ():
+                        if choice.get("finish_reason"):
+                            self.finish_reason = choice["finish_reason"]
+                        if text := (choice.get("delta") or {}).get("content"):
+                            yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
             raise ChatError(Problem.INTERRUPTED, server=self._server) from exc
         except (openai.OpenAIError, httpx2.HTTPError) as exc:

@@ -17,6 +17,9 @@ class AnswerStats:
     dropped_turns: int
     window: int
     stopped: bool
+    # The prompt's tokens, and how many of them the server found in its cache (None: it did not say).
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
 
     def describe(self, lang: str) -> str:
         """One short line, e.g. 'first token 120 ms · 64 tokens · 18.2 tok/s'."""
@@ -26,6 +29,8 @@ class AnswerStats:
         if self.tokens and self.decode_s > 0:
             rate = f"{self.tokens / self.decode_s:.1f}"
         parts = [text(lang, "stats", ttft=ttft, tokens=tokens, rate=rate)]
+        if self.prompt_tokens and self.cached_tokens is not None:  # why a turn was fast or slow to start
+            parts.append(text(lang, "cached", cached=self.cached_tokens, prompt=self.prompt_tokens))
         if self.dropped_turns:
             parts.append(text(lang, "trimmed", count=self.dropped_turns, window=self.window))
         if self.stopped:
