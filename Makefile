@@ -179,6 +179,10 @@ pytest: ## Run pytest with PYTEST_ARGS, without the installs and lint (after mak
 bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_app $(BENCH_ARGS)
 
+.PHONY: bench-long-chat
+bench-long-chat: test-deps ## One long chat through the app past the window: prompt cache and first token per turn, per budget (BENCH_ARGS=--model full ...)
+	$(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_long_chat $(BENCH_ARGS)
+
 .PHONY: install-llama-cpp
 install-llama-cpp: install-app ## Build llama.cpp's server and quantizer into LLAMA_CPP_DIR (once per machine; 8-14 min on 2 cores)
 	bash tools/build_llama_cpp.sh $(LLAMA_CPP_DIR) $(LLAMA_CPP_PYTHON_VERSION) $(APP_VENV)/bin/pip
