@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from prometheus_client import REGISTRY
 
 from app.chat.backend import Backend
 from app.chat.branches import ROOT, Branches
@@ -176,3 +177,18 @@ async def test_the_prompt_starts_where_the_previous_prompt_of_its_branch_started
     _model, plan = await reply.plan(asked("now", *earlier, left_out=2), "q")
     assert plan.dropped_turns == 2
     assert plan.messages[0] == {"role": "user", "content": "question 2"}
+
+
+async def test_the_prompt_tokens_the_server_had_cached_are_recorded_and_counted(fake):
+    backend, state = fake
+    state.cached_tokens = 2
+    cached, computed = prompt_tokens("cached"), prompt_tokens("computed")
+    reply = reply_of(backend)
+    replied = await reply.stream(*await reply.plan(asked("hi"), "q"), Page())
+    assert (replied.stats.prompt_tokens, replied.stats.cached_tokens) == (3, 2)
+    assert (prompt_tokens("cached"), prompt_tokens("computed")) == (cached + 2, computed + 1)
+
+
+def prompt_tokens(source: str) -> float:
+    """The operators' count of prompt tokens from this source so far."""
+    return REGISTRY.get_sample_value("chat_prompt_tokens_total", {"source": source}) or 0.0

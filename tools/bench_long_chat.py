@@ -139,7 +139,7 @@ def summary(results: dict[str, list[Turn]]) -> str:
 def model_server(args: argparse.Namespace) -> VllmServer | LlamaServer:
     """The model server the apps share, not started yet."""
     if args.engine == "llama.cpp":
-        return LlamaServer("bench-long-chat", max_model_len=args.window, slots=1)
+        return LlamaServer("bench-long-chat", max_model_len=args.window, slots=4)  # make serve's slots
     return VllmServer("bench-long-chat", max_model_len=args.window, model=MODELS[args.model], cpus={0})
 
 

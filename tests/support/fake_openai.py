@@ -21,6 +21,7 @@ class FakeState:
         self.status = 500
         self.reply = ["Hello", ", ", "world", "!"]
         self.window = 64
+        self.cached_tokens = 0  # what the final usage says the prompt found in the server's cache
         self.tokens_per_second = 2000.0
         self.requests: list[dict[str, Any]] = []
         self.streams_open = 0
@@ -112,7 +113,12 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self._event(
                 {
                     "choices": [],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": len(reply), "total_tokens": 3 + len(reply)},
+                    "usage": {
+                        "prompt_tokens": 3,
+                        "completion_tokens": len(reply),
+                        "total_tokens": 3 + len(reply),
+                        "prompt_tokens_details": {"cached_tokens": state.cached_tokens},
+                    },
                 }
             )
             self._chunk(b"data: [DONE]\n\n")
