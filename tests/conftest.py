@@ -1,4 +1,5 @@
-"""Session-wide real servers (vLLM with the tiny ERNIE-4.5 model, the app against it); marks for what tests need."""
+"""Session-wide real servers (vLLM with the tiny ERNIE-4.5 model, the app against it), the fixtures several modules
+share (chromium, an app with users); marks for what tests need."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from pathlib import Path
 from types import FrameType
 
 import pytest
+from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from app.history.database import create_engine, database_url, upgrade
 from app.history.store import ChatStore
+from tests.support.browser import ARGS, CHROMIUM
 from tests.support.chat_client import ChatClient
+from tests.support.history import run_users
 from tests.support.postgres import PostgresServer
 from tests.support.servers import LOGS, PROJECT_VARIABLES, ChatApp, VllmServer, running
 from tests.support.stores import Hooks
@@ -50,16 +54,17 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "history_app": ("vllm", "app"),  # chat_app or pg_app, looked up while the test runs
     "pg_app": ("vllm", "app", "postgres"),
     "postgres": ("postgres",),  # and test_databases.py's own cluster of the same name
+    # This file's fixtures that several modules share.
+    "playwright": ("browser",),  # Debian's chromium, one per module
+    "browser": ("browser",),
+    "fresh_browser": ("browser",),
+    "pair_app": ("vllm", "app"),  # password users ann and ben (test_versions.py, test_files.py)
     # Fixtures of one module.
     "balanced": ("nginx",),  # test_databases.py
     "replicas": ("vllm", "app", "postgres", "nginx"),  # test_replicas.py
-    "playwright": ("browser",),  # test_browser.py
-    "browser": ("browser",),
-    "fresh_browser": ("browser",),
     "app_without_vllm": ("vllm", "app"),  # test_browser.py: the app at once, vLLM during the test
     "two_user_app": ("vllm", "app"),  # test_history.py
-    "pair_app": ("vllm", "app"),  # test_versions.py
-    "no_history_app": ("vllm", "app"),
+    "no_history_app": ("vllm", "app"),  # test_versions.py
     "share_app": ("vllm", "app"),  # test_sharing.py
     "open_share_app": ("vllm", "app"),
     "lonely_app": ("vllm", "app"),  # test_recovery.py
@@ -184,6 +189,44 @@ def pytest_runtest_makereport(item, call):
         if log.stat().st_mtime >= call.start:
             tail = log.read_text(errors="replace").splitlines()[-15:]
             report.sections.append((f"last lines of {log.name}", "\n".join(line[:300] for line in tail)))
+
+
+# ---- Debian's chromium, driven by Playwright ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    # Module scope: Playwright's sync API keeps an event loop running while it is open, which the
+    # asyncio tests of other modules must not see.
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def fresh_browser(playwright: Playwright) -> Iterator[Browser]:
+    """A browser of its own for the test that streams the most (a shared one left it sluggish)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    yield browser
+    browser.close()
+
+
+# ---- an app with password users -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pair_app(vllm: VllmServer) -> Iterator[ChatApp]:
+    """An app with password login and two users, ann and ben."""
+    app = ChatApp(vllm)
+    for name in ("ann", "ben"):
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
+    with running(app):
+        yield app
 
 
 # ---- the history's store on each database -------------------------------------------------------------------

@@ -2,137 +2,33 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import threading
 import time
 import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, Route, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect
 
+from tests.support.browser import (
+    ANSWERS,
+    USER_MESSAGES,
+    logged_in,
+    open_chat,
+    send,
+    set_settings,
+    shoot,
+    wait_answer_done,
+    wait_for_request,
+)
+from tests.support.history import run_users
 from tests.support.servers import ROOT, ChatApp, VllmServer, running
-from tests.test_history import run_users
-from tests.test_versions import as_prompt
+from tests.support.versions import as_prompt
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SHOTS = ROOT / "test-results" / "screenshots"
-ANSWERS = "[data-step-type='assistant_message']"
-USER_MESSAGES = "[data-step-type='user_message']"
-
-
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Playwright]:
-    # Module scope: Playwright's sync API keeps an event loop running while it is open, which the
-    # asyncio tests of other modules must not see.
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
-    with sync_playwright() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    yield browser
-    browser.close()
-
-
-@pytest.fixture
-def fresh_browser(playwright: Playwright) -> Iterator[Browser]:
-    """A browser of its own for the test that streams the most (a shared one left it sluggish)."""
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    yield browser
-    browser.close()
-
-
-def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
-    """A fresh tab on the chat, with every request to another host blocked (fonts, CDNs)."""
-    context = browser.new_context(locale=locale, viewport={"width": 1100, "height": 800})
-    context.route(
-        "**/*",
-        lambda route: (
-            route.continue_() if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost") else route.abort()
-        ),
-    )
-    page = context.new_page()
-    page.goto(url)
-    return page
-
-
-# The screenshots the README shows (make screenshots copies them into docs/).
-README_SHOTS = ("english", "chinese", "history", "versions", "shared", "presets", "file")
-
-
-def shoot(page: Page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-    if (target := os.environ.get("README_SCREENSHOTS")) and name in README_SHOTS:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy(SHOTS / f"{name}.png", Path(target) / f"{name}.png")
-
-
-def send(page: Page, text: str) -> None:
-    page.fill("#chat-input", text)
-    page.click("#chat-submit")
-
-
-def wait_answer_done(page: Page, count: int) -> None:
-    """Wait for answer number `count` to end with its stats line."""
-    expect(page.locator(ANSWERS)).to_have_count(count, timeout=60_000)
-    expect(page.locator(ANSWERS).nth(count - 1).get_by_test_id("answer-stats")).to_be_visible(timeout=60_000)
-    expect(page.locator("#stop-button")).to_have_count(0, timeout=30_000)
-
-
-def wait_for_request(vllm: VllmServer, seen: int, timeout: float = 30) -> None:
-    """Wait until vLLM has logged more than `seen` requests."""
-    deadline = time.monotonic() + timeout
-    while len(vllm.logged_requests()) <= seen:
-        assert time.monotonic() < deadline, "no new request reached vLLM"
-        time.sleep(0.05)
-
-
-def set_settings(
-    page: Page,
-    temperature_steps: int | None = None,
-    max_token_steps: int | None = None,
-    system_prompt: str | None = None,
-    most_tokens: bool = False,
-) -> None:
-    """Open the settings panel, move sliders from their minimum by whole steps (or max tokens to its
-    end), type a prompt, confirm."""
-    page.click("#chat-settings-open-modal")
-    expect(page.locator("#chat-settings")).to_be_visible()
-    for widget, steps in (("temperature", temperature_steps), ("max_tokens", max_token_steps)):
-        if steps is not None:
-            thumb = page.locator(f"#{widget} [role=slider]")
-            thumb.focus()
-            thumb.press("Home")
-            for _ in range(steps):
-                thumb.press("ArrowRight")
-    if most_tokens:
-        page.locator("#max_tokens [role=slider]").press("End")
-    if system_prompt is not None:
-        page.fill("#system_prompt", system_prompt)
-    page.click("#confirm")
-    expect(page.locator("#chat-settings")).to_have_count(0)
 
 
 # Installed before sending: records the answer's first two different texts as the page renders
@@ -513,16 +409,6 @@ def test_versions_flip_in_place_and_the_chat_reopens_on_its_branch_after_a_reloa
         page.context.close()
 
 
-def logged_in(browser: Browser, url: str, name: str) -> Page:
-    """A fresh browser context logged in as one of the team (password `<name>-password`)."""
-    page = open_chat(browser, url)
-    page.fill("#email", name)
-    page.fill("#password", f"{name}-password")
-    page.click("button[type=submit]")
-    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
-    return page
-
-
 def share_dialog(page: Page) -> Any:
     """Chainlit's share dialog, opened from the header's share button."""
     page.locator("#header button:has(svg.lucide-share-2)").click()
@@ -535,7 +421,8 @@ def share_dialog(page: Page) -> Any:
 def test_a_shared_link_shows_another_user_the_branch_read_only_until_its_owner_stops_sharing(browser, vllm):
     app = ChatApp(vllm)
     for name in ("olga", "vera"):
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
     with running(app):
         owner = logged_in(browser, app.url, "olga")
         owner.context.grant_permissions(["clipboard-read", "clipboard-write"])  # the dialog copies the link
@@ -589,7 +476,8 @@ def test_a_shared_link_shows_another_user_the_branch_read_only_until_its_owner_s
 @pytest.mark.app  # an app of its own, with links open to anyone
 def test_with_links_open_to_anyone_a_visitor_without_a_login_reads_the_shared_chat(browser, vllm):
     app = ChatApp(vllm, extra_env={"SHARE_LINKS": "anyone"})
-    assert run_users(app, "add", "olga", password="olga-password").returncode == 0
+    added = run_users(app, "add", "olga", password="olga-password")
+    assert added.returncode == 0
     with running(app):
         owner = logged_in(browser, app.url, "olga")
         set_settings(owner, max_token_steps=0)
@@ -601,7 +489,8 @@ def test_with_links_open_to_anyone_a_visitor_without_a_login_reads_the_shared_ch
 
         def share(shared: bool) -> None:
             body = {"threadId": thread_id, "isShared": shared}
-            assert owner.context.request.put(app.url + "/project/thread/share", data=body).ok
+            answered = owner.context.request.put(app.url + "/project/thread/share", data=body)
+            assert answered.ok
 
         share(True)
         anonymous = open_chat(browser, f"{app.url}/share/{thread_id}")

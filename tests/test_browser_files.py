@@ -9,21 +9,19 @@ import pytest
 from playwright.sync_api import Page, Response, expect
 
 from app.config import DEFAULT_SYSTEM_PROMPT
-from tests.support.pdfs import pdf
-from tests.support.servers import ChatApp, running
-from tests.test_browser import (  # noqa: F401  # its fixtures (browser, playwright) too, asked for by name
+from tests.support.browser import (
     ANSWERS,
     USER_MESSAGES,
-    browser,
     open_chat,
-    playwright,
     send,
     set_settings,
     shoot,
     wait_answer_done,
     wait_for_request,
 )
-from tests.test_files import NOTES, README, SENTENCE, seen
+from tests.support.files import NOTES, README, SENTENCE, seen
+from tests.support.pdfs import pdf
+from tests.support.servers import ChatApp, running
 
 pytestmark = pytest.mark.browser
 UPLOAD = "/project/file"
@@ -58,9 +56,9 @@ def write(folder: Path, name: str, data: bytes) -> Path:
 
 
 def test_files_attached_in_the_page_are_answered_and_reach_the_model_under_their_names(
-    request, chat_app, vllm, tmp_path
+    browser, chat_app, vllm, tmp_path
 ):
-    page = open_chat(request.getfixturevalue("browser"), chat_app.url)
+    page = open_chat(browser, chat_app.url)
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
     set_settings(page, max_token_steps=2, system_prompt="FILES")
     files = [
@@ -96,8 +94,8 @@ def test_files_attached_in_the_page_are_answered_and_reach_the_model_under_their
     page.context.close()
 
 
-def test_a_file_over_the_window_is_refused_in_the_page_with_its_numbers(request, small_app, small_vllm, tmp_path):
-    page = open_chat(request.getfixturevalue("browser"), small_app.url)
+def test_a_file_over_the_window_is_refused_in_the_page_with_its_numbers(browser, small_app, small_vllm, tmp_path):
+    page = open_chat(browser, small_app.url)
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
     long_text = "Every line of this file is long enough to fill the tiny window quickly.\n" * 30
     attach(page, write(tmp_path, "long.txt", long_text.encode()))
@@ -115,11 +113,10 @@ def test_a_file_over_the_window_is_refused_in_the_page_with_its_numbers(request,
 
 
 @pytest.mark.app  # an app of its own, restarted
-def test_a_chat_with_files_resumed_after_a_restart_sends_the_model_the_same_turn(request, vllm, tmp_path):
-    chromium = request.getfixturevalue("browser")
+def test_a_chat_with_files_resumed_after_a_restart_sends_the_model_the_same_turn(browser, vllm, tmp_path):
     app = ChatApp(vllm)
     with running(app):
-        page = open_chat(chromium, app.url)
+        page = open_chat(browser, app.url)
         expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
         set_settings(page, max_token_steps=0, system_prompt="FILES")
         attach(page, write(tmp_path, "notes.txt", NOTES.encode()), write(tmp_path, "paper.pdf", pdf(SENTENCE)))
@@ -137,7 +134,7 @@ def test_a_chat_with_files_resumed_after_a_restart_sends_the_model_the_same_turn
 
         app.stop()
         app.start()
-        page = open_chat(chromium, app.url)
+        page = open_chat(browser, app.url)
         past = page.locator("#thread-history").get_by_text("What do these files say?")
         expect(past).to_be_visible(timeout=30_000)
         past.click()

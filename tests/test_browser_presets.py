@@ -7,21 +7,18 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.servers import VllmServer, running
-from tests.test_browser import (
+from tests.support.browser import (
     ANSWERS,
     USER_MESSAGES,
-    browser,
     logged_in,
-    playwright,
     send,
     shoot,
     wait_answer_done,
     wait_for_request,
 )
-from tests.test_history import app_with_users
+from tests.support.history import app_with_users
+from tests.support.servers import VllmServer, running
 
-__all__ = ["browser", "playwright"]  # test_browser.py's fixtures: Debian's chromium, one per module
 pytestmark = pytest.mark.browser
 TRANSLATE = "Translate zh↔en"
 

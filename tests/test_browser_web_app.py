@@ -22,9 +22,7 @@ from playwright.sync_api import Locator, Page, Playwright, expect
 
 from app.i18n import language_of, text
 from app.web.headers import own_page
-from tests import test_browser
-from tests.support.servers import LOGS, ROOT, ChatApp, free_port, running
-from tests.test_browser import (
+from tests.support.browser import (
     ANSWERS,
     ARGS,
     CHROMIUM,
@@ -36,10 +34,8 @@ from tests.test_browser import (
     wait_answer_done,
     wait_for_request,
 )
-from tests.test_history import run_users
-
-# test_browser.py's fixtures: Playwright, the shared browser and one of a test's own.
-playwright, browser, fresh_browser = test_browser.playwright, test_browser.browser, test_browser.fresh_browser
+from tests.support.history import run_users
+from tests.support.servers import LOGS, ROOT, ChatApp, free_port, running
 
 PUBLIC = ROOT / "public"
 LIGHTHOUSE_DIR = ROOT / "tools" / "lighthouse" / "node_modules"
@@ -162,7 +158,8 @@ def test_every_control_has_a_name_in_the_pages_language(browser, chat_app, local
 @pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
 def test_the_login_form_names_every_control(browser, vllm, locale):
     app = ChatApp(vllm)
-    assert run_users(app, "add", "ada", password="ada-password").returncode == 0
+    added = run_users(app, "add", "ada", password="ada-password")
+    assert added.returncode == 0
     with running(app):
         page = open_chat(browser, app.url, locale=locale)
         expect(page.locator("#email")).to_be_visible(timeout=30_000)

@@ -13,7 +13,7 @@ from app.history.database import create_engine, database_url
 from app.history.schema import steps
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ROOT, ChatApp
-from tests.test_versions import as_prompt, branch, regenerate
+from tests.support.versions import as_prompt, branch, regenerate
 
 pytestmark = pytest.mark.app
 

@@ -11,28 +11,21 @@ from typing import Any
 import pytest
 
 from tests.support.chat_client import ChatClient
+from tests.support.files import NOTES, README, SENTENCE, seen
+from tests.support.history import answer_of, export, started_chat, stored_rows
+from tests.support.memory import rss_kb
 from tests.support.pdfs import pdf
 from tests.support.servers import ChatApp, VllmServer, running
-from tests.test_history import answer_of, export, started_chat, stored_rows
-from tests.test_team_safety import rss_kb
-from tests.test_versions import continue_in_a_new_chat, pair_app, regenerate, sent_prompt  # noqa: F401  # pair_app: a fixture
+from tests.support.versions import continue_in_a_new_chat, regenerate, sent_prompt
 
 pytestmark = pytest.mark.app
 
-NOTES = "Notes: the meeting moved to Thursday.\n"
-README = "# Plan\n\n- ship the `files` feature\n"
-SENTENCE = "The quokka sleeps at noon."
 SYSTEM = "FILES"
-
-
-def seen(files: list[tuple[str, str]], typed: str) -> str:
-    """A question as the model must read it: each file under its name in a fence, then the typed text."""
-    return "\n\n".join([*(f"File: {name}\n```\n{text}\n```" for name, text in files), typed])
 
 
 @pytest.fixture(scope="module")
 def files_app(request: pytest.FixtureRequest) -> ChatApp:
-    """An app with password login and two users, ann and ben (tests/test_versions.py's)."""
+    """An app with password login and two users, ann and ben (the conftest's pair_app)."""
     app: ChatApp = request.getfixturevalue("pair_app")
     return app
 
@@ -103,7 +96,8 @@ async def test_files_reach_the_model_under_their_names_and_stay_with_the_chat(fi
     await asyncio.sleep(0.5)
     deleter = await user_tab(files_app, "ann")
     for chat in (thread_id, forked):
-        assert (await deleter.rest("DELETE", "/project/thread", {"threadId": chat}))[0] == 200
+        status, _ = await deleter.rest("DELETE", "/project/thread", {"threadId": chat})
+        assert status == 200
         assert set((await stored_rows(files_app, chat)).values()) == {0}
     await deleter.close()
 

@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from app.history.database import create_engine, database_url
-from app.history.schema import elements, feedbacks, steps, threads
 from tests.support.chat_client import ChatClient, widget_values
+from tests.support.history import answer_of, export, run_users, started_chat, stored_rows
 from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment, running
 
 pytestmark = pytest.mark.app
@@ -25,42 +23,11 @@ pytestmark = pytest.mark.app
 LIST_ALL = {"pagination": {"first": 50}, "filter": {}}
 
 
-def answer_of(produced: list[dict[str, Any]]) -> dict[str, Any]:
-    """The (non-error) answer among the messages a turn produced."""
-    answers = [m for m in produced if m.get("type") == "assistant_message" and not m.get("isError")]
-    assert answers, produced
-    return answers[-1]
-
-
-async def started_chat(app: ChatApp, **client: Any) -> ChatClient:
-    """A greeted session with short answers."""
-    tab = ChatClient(app.url, **client)
-    await tab.connect()
-    await tab.greeting()
-    await tab.change_settings({"max_tokens": 8})
-    return tab
-
-
 async def listed(tab: ChatClient, **filters: Any) -> list[dict[str, Any]]:
     """The sidebar's list of chats, as the page asks for it."""
     status, page = await tab.rest("POST", "/project/threads", {"pagination": {"first": 50}, "filter": filters})
     assert status == 200, page
     return list(page["data"])
-
-
-async def stored_rows(app: ChatApp, thread_id: str) -> dict[str, int]:
-    """Rows the history database holds for one chat, per table (read with the app's own engine)."""
-    engine = create_engine(database_url(app.extra_env.get("DATABASE_URL", ""), app.data_dir or ROOT))
-    try:
-        with engine.connect() as connection:
-            counts = {}
-            for table in (threads, steps, elements, feedbacks):
-                column = table.c.id if table is threads else table.c.thread_id
-                query = sa.select(sa.func.count()).select_from(table).where(column == thread_id)
-                counts[table.name] = int(connection.execute(query).scalar() or 0)
-            return counts
-    finally:
-        engine.dispose()
 
 
 async def test_a_resumed_chat_continues_with_what_the_model_saw_before_the_restart(history_app, vllm):
@@ -226,20 +193,6 @@ async def test_a_chat_begun_by_a_starter_is_named_by_its_prompt_and_keeps_its_ea
     await typed.close()
 
 
-async def export(tab: ChatClient, name: str) -> str:
-    """Click an export button in the newest answer's stats line and download the file it offers."""
-    line = [d for e, d in tab.events if e == "element" and (d.get("props") or {}).get("exports")][-1]
-    button = next(b for b in line["props"]["exports"] if b["name"] == name)
-    mark = len(tab.events)
-    status, _ = await tab.click({"name": button["name"], "payload": {}})  # what AnswerStats.jsx posts
-    assert status == 200
-    await tab.wait_for(lambda: tab.events_since(mark, "element"), 30)
-    file = tab.events_since(mark, "element")[0]
-    status, content = await tab.rest("GET", f"/project/file/{file['chainlitKey']}?session_id={tab.session_id}")
-    assert status == 200
-    return content if isinstance(content, str) else json.dumps(content)
-
-
 async def test_another_app_of_the_same_directory_stopping_leaves_this_ones_files(history_app, vllm):
     tab = await started_chat(history_app)
     answer_of(await tab.ask("asked before the other app stops"))
@@ -284,28 +237,6 @@ async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
         assert len(answers) == 1 or answers[1][2] == "stopped"
     finally:
         app.stop()
-
-
-def run_users(app: ChatApp, *args: str, password: str = "") -> subprocess.CompletedProcess[str]:
-    """`python -m app.history.users ...` on the app's history, the password on standard input."""
-    env = hermetic_environment(DATA_DIR=str(app.data_dir), **app.extra_env)
-    return subprocess.run(
-        [sys.executable, "-m", "app.history.users", *args],
-        cwd=ROOT,
-        env=env,
-        input=password + "\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def app_with_users(vllm: VllmServer, *names: str) -> ChatApp:
-    """An app (not started) with password login for these users, each with the password `<name>-password`."""
-    app = ChatApp(vllm)
-    for name in names:
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
-    return app
 
 
 @pytest.fixture(scope="module")
@@ -354,7 +285,8 @@ async def test_nobody_else_can_list_open_resume_rename_delete_rate_or_export_my_
 
 async def test_a_removed_user_and_their_chats_are_gone(two_user_app):
     carol = ChatClient(two_user_app.url, credentials=("carol", "carol-password"))
-    assert run_users(two_user_app, "add", "carol", password="carol-password").returncode == 0
+    added = run_users(two_user_app, "add", "carol", password="carol-password")
+    assert added.returncode == 0
     await carol.connect()
     await carol.greeting()
     await carol.change_settings({"max_tokens": 8})
@@ -401,7 +333,8 @@ async def test_a_database_that_fails_is_announced_and_the_chat_goes_on(pg_app, p
 
     read_only(True)
     try:
-        assert answer_of(await tab.ask("said while the database is read-only"))["output"]
+        answer = answer_of(await tab.ask("said while the database is read-only"))
+        assert answer["output"]
         await tab.wait_for(lambda: noticed(tab), 15)
     finally:
         read_only(False)
@@ -411,7 +344,8 @@ async def test_a_database_that_fails_is_announced_and_the_chat_goes_on(pg_app, p
     postgres.stop(keep_data=True)
     try:
         fresh = await started_chat(pg_app)
-        assert answer_of(await fresh.ask("said while the database is down"))["output"]
+        answer = answer_of(await fresh.ask("said while the database is down"))
+        assert answer["output"]
         await fresh.wait_for(lambda: noticed(fresh), 15)
     finally:
         postgres.start()
@@ -419,7 +353,8 @@ async def test_a_database_that_fails_is_announced_and_the_chat_goes_on(pg_app, p
     held_up = await started_chat(pg_app)
     postgres.pause()  # it neither answers nor refuses: the app's DATABASE_TIMEOUT turns that into the notice
     try:
-        assert answer_of(await held_up.ask("said while the database hangs"))["output"]
+        answer = answer_of(await held_up.ask("said while the database hangs"))
+        assert answer["output"]
         await held_up.wait_for(lambda: noticed(held_up), 15)
     finally:
         postgres.resume()

@@ -16,9 +16,9 @@ from serving.llama_cpp import build_llama_plan, llama_dir, prepare, server_binar
 from serving.machine import Machine
 from serving.plan import ServeSettings
 from tests.support.chat_client import ChatClient
+from tests.support.history import answer_of
 from tests.support.llama_cpp import LlamaServer
 from tests.support.servers import ChatApp, running
-from tests.test_history import answer_of
 
 pytestmark = pytest.mark.llama
 WINDOW = 256

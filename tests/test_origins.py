@@ -34,7 +34,8 @@ async def test_the_apps_own_origins_get_a_session_and_an_answer(chat_app, transp
         await tab.connect()
         assert "ernie-tiny" in await tab.greeting()
         await tab.change_settings({"max_tokens": 3})
-        assert [m for m in await tab.ask("hi") if m.get("type") == "assistant_message" and not m.get("isError")]
+        said = await tab.ask("hi")
+        assert [m for m in said if m.get("type") == "assistant_message" and not m.get("isError")]
         await tab.close()
 
 

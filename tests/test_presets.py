@@ -17,9 +17,9 @@ from app.history.store import Actor, ChatStore
 from app.presets.builtin import BY_NAME, preset_name
 from app.presets.store import MOST_PRESETS, Outcome, PresetStore
 from tests.support.chat_client import ChatClient
+from tests.support.history import answer_of, app_with_users
 from tests.support.servers import ChatApp, VllmServer, running
 from tests.support.stores import step, user_with_chat
-from tests.test_history import answer_of, app_with_users
 
 TRANSLATE = "Translate zh↔en"
 
@@ -215,7 +215,8 @@ async def test_a_saved_preset_is_its_users_own_renamed_deleted_and_kept_across_a
     status, stored = await mine.rest("GET", f"/project/thread/{thread_id}")
     assert status == 200 and stored["tags"] == ["Short"]
     shared = {"threadId": thread_id, "isShared": True}
-    assert (await mine.rest("PUT", "/project/thread/share", shared))[0] == 200
+    status, _ = await mine.rest("PUT", "/project/thread/share", shared)
+    assert status == 200
     status, viewed = await bob.rest("GET", f"/project/share/{thread_id}")
     assert status == 200 and "Short" not in json.dumps(viewed)  # her preset's name stays hers
 

@@ -19,8 +19,8 @@ from serving.machine import AmxProbe, Gpu, probe_cpu_kernels
 from serving.plan import ModelShape, ServeSettings, build_plan
 from serving.quantize import Quant, Scheme, check_quality, ensure_checkpoint
 from tests.support.chat_client import ChatClient
+from tests.support.plans import ERNIE, MACHINES, SERVER_VENV, parse_with_vllm
 from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment, running
-from tests.test_serving import ERNIE, MACHINES, SERVER_VENV, parse_with_vllm
 
 TINY_MODEL = os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny"))
 QUANT_VENV = os.environ.get("QUANT_VENV", str(ROOT / ".venv-quant"))

@@ -9,7 +9,7 @@ import pytest
 from app.config import DEFAULT_SYSTEM_PROMPT
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ChatApp, VllmServer, running
-from tests.test_versions import as_prompt, branch, newest_answer, position, regenerate, sent_prompt, switch
+from tests.support.versions import as_prompt, branch, newest_answer, position, regenerate, sent_prompt, switch
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 

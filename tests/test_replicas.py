@@ -18,6 +18,7 @@ import pytest
 
 from app.config import DEFAULT_SYSTEM_PROMPT
 from tests.support.chat_client import ChatClient
+from tests.support.history import answer_of
 from tests.support.nginx import NginxBalancer
 from tests.support.postgres import PostgresServer
 from tests.support.servers import ChatApp, VllmServer, free_port, running
@@ -152,13 +153,6 @@ async def access_lines(replicas: Replicas, start: int) -> list[dict[str, Any]]:
         await asyncio.sleep(0.1)
 
 
-def answer_of(produced: list[dict[str, Any]]) -> dict[str, Any]:
-    """The (non-error) answer among the messages a turn produced."""
-    answers = [m for m in produced if m.get("type") == "assistant_message" and not m.get("isError")]
-    assert answers, produced
-    return answers[-1]
-
-
 def check_socket_lines(lines: list[dict[str, Any]], sid: str) -> None:
     """The socket.io connection is in the log: the polling handshake, then the websocket upgrade of its session."""
     socket_lines = [line for line in lines if line["path"].startswith("/ws/socket.io/")]
@@ -236,7 +230,8 @@ async def test_a_chat_goes_on_through_the_balancer_after_its_replica_stops(repli
     assert stored_answers == answers
 
     before = len(vllm.logged_requests())
-    assert answer_of(await again.ask("third question about moths"))["output"]
+    answer = answer_of(await again.ask("third question about moths"))
+    assert answer["output"]
     logged = vllm.logged_requests()[before:]
     assert logged, f"vLLM logged no request for the third question; see {vllm.log_path}"
     request = logged[-1]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,54 +11,12 @@ import pytest
 
 from serving.advice import advice
 from serving.errors import ServeError
-from serving.machine import Gpu, Machine
-from serving.plan import ModelShape, ServeSettings, build_plan
+from serving.machine import Machine
+from serving.plan import ServeSettings, build_plan
+from tests.support.plans import ERNIE, GIB, MACHINES, SERVER_VENV, parse_with_vllm
 from tests.support.servers import user_make_environment
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER_VENV = os.environ.get("SERVER_VENV", str(ROOT / ".venv-vllm"))
-GIB = 2**30
-
-# baidu/ERNIE-4.5-0.3B-PT's config.json, the fields that size memory.
-ERNIE_CONFIG = {
-    "hidden_size": 1024,
-    "intermediate_size": 3072,
-    "num_hidden_layers": 18,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 2,
-    "head_dim": 128,
-    "vocab_size": 103424,
-    "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16",
-}
-ERNIE = ModelShape.from_config(ERNIE_CONFIG)
-
-MACHINES = {
-    "cpu-2-cores": Machine(
-        cpus=2,
-        physical_cores=2,
-        cpu_flags=frozenset({"avx512f", "avx512_bf16"}),
-        available_memory_bytes=23 * GIB,
-        libraries={"iomp5": "/x/libiomp5.so", "tcmalloc": "/y/libtcmalloc_minimal.so.4"},
-    ),
-    "gpu-24gb": Machine(
-        cpus=16,
-        physical_cores=8,
-        cpu_flags=frozenset({"avx2"}),
-        available_memory_bytes=64 * GIB,
-        gpus=(Gpu("NVIDIA L4", 24 * GIB, 8.9),),
-    ),
-    "gpu-80gb": Machine(
-        cpus=32,
-        physical_cores=16,
-        cpu_flags=frozenset({"avx512f"}),
-        available_memory_bytes=256 * GIB,
-        gpus=(Gpu("NVIDIA H100", 80 * GIB, 9.0),),
-    ),
-    "cpu-8-cores-no-bf16": Machine(
-        cpus=16, physical_cores=8, cpu_flags=frozenset({"avx2"}), available_memory_bytes=32 * GIB
-    ),
-}
 
 
 def test_kv_cache_per_token_comes_from_the_config():
@@ -130,16 +87,6 @@ def children(pid: int) -> list[int]:
     return found + [grandchild for child in found for grandchild in children(child)]
 
 
-PARSE = """
-import json, sys
-from vllm.entrypoints.launchers.cli_args import make_arg_parser
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-for argv in json.loads(sys.stdin.read()):
-    make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
-print("ok")
-"""
-
-
 @pytest.mark.vllm
 def test_every_generated_command_is_accepted_by_vllms_parser():
     commands = []
@@ -157,18 +104,6 @@ def test_every_generated_command_is_accepted_by_vllms_parser():
     parse_with_vllm(commands)
     with pytest.raises(AssertionError, match="unrecognized arguments"):
         parse_with_vllm([["--model", "m", "--max-modle-len", "5"]])
-
-
-def parse_with_vllm(commands: list[list[str]]) -> None:
-    """vLLM's own argument parser accepts every command (its error is the assertion's message)."""
-    result = subprocess.run(
-        [os.path.join(SERVER_VENV, "bin", "python"), "-c", PARSE],
-        input=json.dumps(commands),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
 
 
 def test_serve_plan_works_before_the_server_is_installed(tmp_path):

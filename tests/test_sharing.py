@@ -13,9 +13,9 @@ import pytest
 
 from app.web.share_links import may_view
 from tests.support.chat_client import ChatClient
+from tests.support.history import answer_of, run_users, started_chat
 from tests.support.servers import ChatApp, VllmServer, running
-from tests.test_history import answer_of, run_users, started_chat
-from tests.test_versions import continue_in_a_new_chat, newest_answer, regenerate, switch
+from tests.support.versions import continue_in_a_new_chat, newest_answer, regenerate, switch
 
 FOREIGN = "http://evil.example"
 
@@ -24,7 +24,8 @@ def team(vllm: VllmServer, **settings: str) -> Iterator[ChatApp]:
     """An app with password login and three users: olga shares, vera views, mia is someone else."""
     app = ChatApp(vllm, extra_env=settings)
     for name in ("olga", "vera", "mia"):
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
     with running(app):
         yield app
 
@@ -73,7 +74,8 @@ async def test_a_shared_chat_shows_logged_in_users_its_branch_only_while_shared_
     assert await share(vera, thread_id, True) in (401, 403, 404)  # not hers to share
     assert (await vera.rest("GET", link))[0] == 404
 
-    assert await share(olga, thread_id, True) == 200
+    status = await share(olga, thread_id, True)
+    assert status == 200
     status, viewed = await vera.rest("GET", link)
     assert status == 200 and [s["id"] for s in viewed["steps"]] == shown
     assert set(viewed["metadata"]) <= {"is_shared", "shared_at"} and "userIdentifier" not in viewed
@@ -82,14 +84,16 @@ async def test_a_shared_chat_shows_logged_in_users_its_branch_only_while_shared_
         assert private not in said, private
     assert (await anonymous.rest("GET", link))[0] == 401  # logged-in users only
 
-    assert await share(olga, thread_id, False) == 200
+    status = await share(olga, thread_id, False)
+    assert status == 200
     assert (await vera.rest("GET", link))[0] == 404
     await olga.close()
 
 
 async def test_a_shared_link_lets_its_viewer_write_rate_resume_or_continue_nothing_as_the_owner(share_app):
     olga, thread_id, shown, _ = await shared_chat(share_app)
-    assert await share(olga, thread_id, True) == 200
+    status = await share(olga, thread_id, True)
+    assert status == 200
     vera = await started_chat(share_app, credentials=("vera", "vera-password"))
     answer_of(await vera.ask("a chat of her own"))
     await asyncio.sleep(0.3)
@@ -106,19 +110,22 @@ async def test_a_shared_link_lets_its_viewer_write_rate_resume_or_continue_nothi
     status, own = await olga.rest("GET", f"/project/thread/{thread_id}")
     assert status == 200 and [s["id"] for s in own["steps"]] == shown and all("feedback" not in s for s in own["steps"])
     # Olga can still continue her own chat in a new one.
-    assert await continue_in_a_new_chat(olga, shown[1])
+    forked = await continue_in_a_new_chat(olga, shown[1])
+    assert forked
     for tab in (olga, vera):
         await tab.close()
 
 
 async def test_stopping_to_share_holds_when_a_tab_that_opened_the_shared_chat_closes(share_app):
     olga, thread_id, _, _ = await shared_chat(share_app)
-    assert await share(olga, thread_id, True) == 200
+    status = await share(olga, thread_id, True)
+    assert status == 200
     await olga.close()
     reopened = ChatClient(share_app.url, credentials=("olga", "olga-password"), thread_id=thread_id)
     await reopened.connect()  # Chainlit copies the chat's metadata (shared) into this session
     await reopened.wait_for(lambda: reopened.events_since(0, "resume_thread"), 30)
-    assert await share(reopened, thread_id, False) == 200
+    status = await share(reopened, thread_id, False)
+    assert status == 200
     await reopened.close()  # Chainlit saves the session's copy: it must not share the chat again
     await asyncio.sleep(0.5)
     vera = await user(share_app, "vera")
@@ -127,7 +134,8 @@ async def test_stopping_to_share_holds_when_a_tab_that_opened_the_shared_chat_cl
 
 async def test_a_foreign_page_can_neither_share_nor_read_a_shared_chat(share_app):
     olga, thread_id, _, _ = await shared_chat(share_app)
-    assert await share(olga, thread_id, True) == 200
+    status = await share(olga, thread_id, True)
+    assert status == 200
     foreign = ChatClient(share_app.url, headers={"Origin": FOREIGN}, cookies=dict(olga.cookies))
     assert await share(foreign, thread_id, False) == 403
     vera = await user(share_app, "vera")
@@ -144,7 +152,8 @@ async def test_with_links_open_to_anyone_a_shared_chat_shows_without_a_login_onl
     olga, thread_id, shown, _ = await shared_chat(open_share_app)
     anonymous, link = ChatClient(open_share_app.url), f"/project/share/{thread_id}"
     assert (await anonymous.rest("GET", link))[0] == 404
-    assert await share(olga, thread_id, True) == 200
+    status = await share(olga, thread_id, True)
+    assert status == 200
     status, viewed = await anonymous.rest("GET", link)
     assert status == 200 and [s["id"] for s in viewed["steps"]] == shown and "olga" not in json.dumps(viewed)
     # The link's page: Chainlit's would send a visitor without a login to log in; this one shows the chat.
@@ -155,7 +164,8 @@ async def test_with_links_open_to_anyone_a_shared_chat_shows_without_a_login_onl
     assert (await mia.rest("GET", link))[0] == 200
     status, page = await mia.rest("GET", f"/share/{thread_id}")
     assert status == 200 and '<div id="root">' in page  # a logged-in visitor gets Chainlit's page
-    assert await share(olga, thread_id, False) == 200
+    status = await share(olga, thread_id, False)
+    assert status == 200
     assert (await anonymous.rest("GET", link))[0] == 404 and (await mia.rest("GET", link))[0] == 404
     status, page = await anonymous.rest("GET", f"/share/{thread_id}")
     assert status == 404 and not any(html.escape(text) in page for text in said)

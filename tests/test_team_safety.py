@@ -14,8 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.chat_client import ChatClient
+from tests.support.history import answer_of, run_users, started_chat, stored_rows
+from tests.support.memory import rss_kb
 from tests.support.servers import ROOT, ChatApp, VllmServer, free_port, hermetic_environment, running
-from tests.test_history import answer_of, run_users, started_chat, stored_rows
 
 pytestmark = [pytest.mark.app, pytest.mark.vllm]
 USERS = ("alice", "bob", "kit")  # kit's password is changed by a test
@@ -26,7 +27,8 @@ def team_app(vllm: VllmServer):
     """An app with password login and two users."""
     app = ChatApp(vllm)
     for name in USERS:
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
     app.start()
     yield app
     app.stop()
@@ -78,7 +80,8 @@ async def test_nobody_writes_an_element_into_my_chat(team_app):
     assert (await stored_chat(alice, alice_chat))["elements"] == []
     # The owner's own session is let through to Chainlit.
     own = custom_element(bob_chat, bob_answer["id"])
-    assert (await bob.rest("PUT", "/project/element", {"element": own, "sessionId": bob.session_id}))[0] == 200
+    status, _ = await bob.rest("PUT", "/project/element", {"element": own, "sessionId": bob.session_id})
+    assert status == 200
     log = team_app.log_path.read_text(errors="replace")
     assert f"Refused bob's element for chat {alice_chat}, not theirs" in log
     await alice.close()
@@ -103,7 +106,8 @@ async def test_nobody_takes_my_rating_by_its_id(team_app):
     status, own = await bob.rest("PUT", "/feedback", own_rating)
     assert status == 200
     again = {"feedback": {"id": own["feedbackId"], "forId": bob_answer["id"], "value": 1}, "sessionId": bob.session_id}
-    assert (await bob.rest("PUT", "/feedback", again))[0] == 200
+    status, _ = await bob.rest("PUT", "/feedback", again)
+    assert status == 200
     await alice.close()
     await bob.close()
 
@@ -156,7 +160,8 @@ def throttled_app(vllm: VllmServer):
     """An app that allows 3 failed logins per name (12 per address) in a 20-second window."""
     app = ChatApp(vllm, extra_env={"LOGIN_ATTEMPTS": "3", "LOGIN_WINDOW_MINUTES": str(20 / 60)})
     for name in ("dora", "erin"):
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
     app.start()
     yield app
     app.stop()
@@ -195,7 +200,8 @@ async def test_failed_logins_are_throttled_by_address_for_unknown_names_too(thro
 async def test_logout_ends_the_session_for_its_cookie_and_its_socket(team_app):
     alice = await started_chat(team_app, credentials=("alice", "alice-password"))
     assert (await alice.rest("GET", "/user"))[0] == 200
-    assert (await alice.rest("POST", "/logout"))[0] == 200
+    status, _ = await alice.rest("POST", "/logout")
+    assert status == 200
     await alice.wait_for(lambda: not alice.sio.connected, 10)  # its open socket is closed
     assert (await alice.rest("GET", "/user"))[0] == 401  # the old cookie, kept
     assert (await alice.rest("POST", "/project/threads", {"pagination": {"first": 5}, "filter": {}}))[0] == 401
@@ -206,7 +212,8 @@ async def test_logout_ends_the_session_for_its_cookie_and_its_socket(team_app):
 
 async def test_a_new_password_ends_the_old_logins_and_closes_their_connections(team_app):
     kit = await started_chat(team_app, credentials=("kit", "kit-password"))  # a login of this very second
-    assert run_users(team_app, "add", "kit", password="kit-new-password").returncode == 0
+    changed = run_users(team_app, "add", "kit", password="kit-new-password")
+    assert changed.returncode == 0
     assert (await kit.rest("GET", "/user"))[0] == 401
     await kit.wait_for(lambda: not kit.sio.connected, 15)  # the sweep closes it
     renewed = ChatClient(team_app.url, credentials=("kit", "kit-new-password"))
@@ -261,13 +268,6 @@ async def test_a_foreign_page_cannot_post(team_app, path):
         assert reply.status == 403
 
 
-def rss_kb(app: ChatApp) -> int:
-    """The app process's resident memory."""
-    assert app.process is not None
-    status = open(f"/proc/{app.process.pid}/status").read()  # noqa: SIM115  # read at once
-    return int(status.split("VmRSS:")[1].split()[0])
-
-
 async def test_a_body_over_the_limit_is_refused_before_it_is_read(team_app):
     bob = await started_chat(team_app, credentials=("bob", "bob-password"))
     before = rss_kb(team_app)
@@ -301,7 +301,8 @@ def shares_app(vllm: VllmServer):
     settings = {"ANSWERS_PER_USER": "1", "MESSAGES_PER_MINUTE": "4", "DAILY_TOKEN_QUOTA": "300"}
     app = ChatApp(vllm, extra_env={**settings, "METRICS_PORT": str(metrics_port)})
     for name in ("fern", "gus", "hal"):
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
+        added = run_users(app, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
     app.start()
     app.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
     yield app
@@ -324,11 +325,13 @@ async def test_one_user_gets_one_answer_at_a_time_across_tabs_and_others_are_not
         "You already have 1 answer(s) being written in other tabs. "
         "Send again when one of them has finished (or stop it)."
     ]
-    assert answer_of(await other.ask("someone else"))["output"]  # another user is not held up
+    answer = answer_of(await other.ask("someone else"))
+    assert answer["output"]  # another user is not held up
     await first.stop()
     await first.wait_for(lambda: first.events_since(0, "task_end"), 30)
     await asyncio.sleep(0.5)
-    assert answer_of(await second.ask("now it is my turn"))["output"]
+    answer = answer_of(await second.ask("now it is my turn"))
+    assert answer["output"]
     for tab in (first, second, other):
         await tab.close()
 
@@ -408,7 +411,8 @@ async def test_throttling_and_ended_logins_hold_on_every_replica_and_across_a_re
     env = {"DATABASE_URL": database, "CHAINLIT_AUTH_SECRET": "shared-secret-" + "x" * 40, "LOGIN_ATTEMPTS": "2"}
     first, second = ChatApp(vllm, extra_env=dict(env)), ChatApp(vllm, extra_env=dict(env))
     for name in ("ivy", "jay"):
-        assert run_users(first, "add", name, password=f"{name}-password").returncode == 0
+        added = run_users(first, "add", name, password=f"{name}-password")
+        assert added.returncode == 0
     with running(first, second):
         assert [(await login(first, "ivy", "wrong"))[0] for _ in range(2)] == [401, 401]
         assert (await login(second, "ivy", "ivy-password"))[0] == 429  # counted in the shared database
@@ -417,7 +421,8 @@ async def test_throttling_and_ended_logins_hold_on_every_replica_and_across_a_re
         await jay.log_in()
         on_second = ChatClient(second.url, cookies=dict(jay.cookies))
         assert (await on_second.rest("GET", "/user"))[0] == 200
-        assert (await on_second.rest("POST", "/logout"))[0] == 200  # logged out through the other replica
+        status, _ = await on_second.rest("POST", "/logout")  # logged out through the other replica
+        assert status == 200
         assert (await jay.rest("GET", "/user"))[0] == 401
         first.stop()
         first.start()

@@ -4,71 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.support.chat_client import ChatClient, widget_values
+from tests.support.history import answer_of, export, started_chat
 from tests.support.servers import ChatApp, VllmServer, running
-from tests.test_history import answer_of, export, run_users, started_chat
+from tests.support.versions import (
+    as_prompt,
+    branch,
+    continue_in_a_new_chat,
+    ids,
+    newest_answer,
+    position,
+    regenerate,
+    sent_prompt,
+    switch,
+)
 
 pytestmark = pytest.mark.app
-
-
-def branch(tab: ChatClient) -> list[dict[str, Any]]:
-    """The chat's questions and answers on the page, oldest first (the greeting and notices left out)."""
-    return [m for m in tab.page() if m["type"] == "user_message" or (m.get("metadata") or {}).get("turn")]
-
-
-def ids(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["id"] for m in messages]
-
-
-def as_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, str]]:
-    """Chat messages for vLLM: the system prompt, then each message as said (an error's answer is empty)."""
-    said = [{"role": "system", "content": system_prompt}]
-    for m in messages:
-        role = "user" if m["type"] == "user_message" else "assistant"
-        said.append({"role": role, "content": "" if m.get("isError") else m["output"]})
-    return said
-
-
-def sent_prompt(vllm: VllmServer, before: int) -> str:
-    """The one prompt vLLM received since `before` requests."""
-    requests = vllm.logged_requests()[before:]
-    assert len(requests) == 1, requests
-    return requests[0]["prompt"]
-
-
-async def regenerate(tab: ChatClient, *, wait: bool = True, timeout: float = 60) -> int:
-    """Click regenerate (under the newest answer); wait for the new version unless told not to; the event mark."""
-    button = next(a for m in reversed(tab.page()) for a in tab.actions(m["id"]) if a["name"] == "regenerate")
-    if wait:
-        mark, _ = await tab.click_and_wait(button, timeout)
-        await asyncio.sleep(0.1)  # the answer's last update
-        return mark
-    mark = len(tab.events)
-    assert (await tab.click(button))[0] == 200
-    return mark
-
-
-def newest_answer(tab: ChatClient, mark: int) -> dict[str, Any]:
-    """The answer written since the mark."""
-    written: list[dict[str, Any]] = [
-        m for m in tab.events_since(mark, "new_message") if (m.get("metadata") or {}).get("turn")
-    ]
-    return written[-1]
-
-
-async def switch(tab: ChatClient, message_id: str) -> None:
-    """A version button (Versions.jsx posts this action): show that version; wait until the page has it."""
-    status, response = await tab.click({"name": "show_version", "payload": {"id": message_id}})
-    assert status == 200, response
-    await tab.wait_for(lambda: message_id in ids(branch(tab)), 10)
-    await asyncio.sleep(0.2)  # the rest of the branch and its controls
 
 
 async def edit(tab: ChatClient, question_id: str, text: str) -> None:
@@ -77,12 +33,6 @@ async def edit(tab: ChatClient, question_id: str, text: str) -> None:
     await tab.edit(question_id, text)
     await tab.wait_for(lambda: tab.events_since(mark, "task_end"), 60)
     await asyncio.sleep(0.1)
-
-
-def position(tab: ChatClient, message_id: str) -> tuple[int, int] | None:
-    """The "n/m" the page shows by a message (None: no other version)."""
-    versions = (tab.element("AnswerStats", message_id) or {}).get("versions")
-    return (versions["at"], versions["of"]) if versions else None
 
 
 async def test_regenerated_answers_are_versions_to_switch_between_and_continue_from(chat_app, vllm):
@@ -235,16 +185,6 @@ async def test_a_chat_reopens_after_a_restart_on_the_branch_last_shown_with_ever
     await again.close()
 
 
-@pytest.fixture(scope="module")
-def pair_app(vllm: VllmServer) -> Iterator[ChatApp]:
-    """An app with password login and two users, ann and ben."""
-    app = ChatApp(vllm)
-    for name in ("ann", "ben"):
-        assert run_users(app, "add", name, password=f"{name}-password").returncode == 0
-    with running(app):
-        yield app
-
-
 async def test_nobody_else_can_switch_the_versions_of_my_chat(pair_app):
     ann = await started_chat(pair_app, credentials=("ann", "ann-password"))
     older = answer_of(await ann.ask("ann's question"))
@@ -266,17 +206,6 @@ async def test_nobody_else_can_switch_the_versions_of_my_chat(pair_app):
     with pytest.raises(Exception, match=r"(?i)connect|refused|authori"):
         await ben.connect()
     await ann.close()
-
-
-async def continue_in_a_new_chat(tab: ChatClient, message_id: str) -> str:
-    """Click "continue in a new chat" by a message; the id of the chat its link opens."""
-    mark = len(tab.events)
-    assert (await tab.click({"name": "fork", "payload": {"id": message_id}}))[0] == 200
-    await tab.wait_for(lambda: [m for m in tab.events_since(mark, "new_message") if "/thread/" in m["output"]], 30)
-    notice = next(m["output"] for m in tab.events_since(mark, "new_message") if "/thread/" in m["output"])
-    found = re.search(r"\(/thread/([0-9a-f-]+)\)", notice)
-    assert found is not None, notice
-    return found[1]
 
 
 async def test_a_branch_continues_in_a_new_chat_with_its_settings_and_the_chat_stays_as_it_was(chat_app, vllm):
@@ -339,6 +268,7 @@ async def test_with_the_history_off_versions_live_in_the_tab_and_a_new_chat_says
     answer_of(await tab.ask("two"))
     assert sent_prompt(vllm, before) == vllm.render(as_prompt(branch(tab)[:-1], "NO-HISTORY"))
     mark = len(tab.events)
-    assert (await tab.click({"name": "fork", "payload": {"id": first["id"]}}))[0] == 200
+    status, _ = await tab.click({"name": "fork", "payload": {"id": first["id"]}})
+    assert status == 200
     await tab.wait_for(lambda: any("HISTORY=false" in m["output"] for m in tab.events_since(mark, "new_message")), 10)
     await tab.close()
