@@ -26,7 +26,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> App:
 
 
 @pytest.fixture
-async def client(built: App) -> AsyncIterator[httpx.AsyncClient]:
+async def asgi_client(built: App) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=seam.asgi_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost:7860") as http:
         yield http
@@ -41,26 +41,26 @@ async def ended_login(built: App) -> str:
     return token
 
 
-async def test_an_ended_login_is_refused_by_the_session_gate(built, client):
+async def test_an_ended_login_is_refused_by_the_session_gate(built, asgi_client):
     token = await ended_login(built)
-    response = await client.get("/project/settings", headers={"Authorization": f"Bearer {token}"})
+    response = await asgi_client.get("/project/settings", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 401
 
 
-async def test_a_body_too_big_is_refused_before_the_session_gate_reads_the_request(built, client):
+async def test_a_body_too_big_is_refused_before_the_session_gate_reads_the_request(built, asgi_client):
     token = await ended_login(built)
     headers = {"Authorization": f"Bearer {token}", "Content-Length": TOO_BIG}
-    response = await client.post("/project/threads", headers=headers, content=b"{}")
+    response = await asgi_client.post("/project/threads", headers=headers, content=b"{}")
     assert response.status_code == 413
 
 
-async def test_another_sites_write_is_refused_before_its_body_is_measured(client):
+async def test_another_sites_write_is_refused_before_its_body_is_measured(asgi_client):
     headers = {"Origin": "https://evil.example", "Content-Length": TOO_BIG}
-    response = await client.post("/project/threads", headers=headers, content=b"{}")
+    response = await asgi_client.post("/project/threads", headers=headers, content=b"{}")
     assert response.status_code == 403
 
 
-async def test_a_foreign_host_is_refused_before_anything(built, client):
+async def test_a_foreign_host_is_refused_before_anything(built, asgi_client):
     token = await ended_login(built)
     headers = {
         "Host": "evil.example",
@@ -68,10 +68,10 @@ async def test_a_foreign_host_is_refused_before_anything(built, client):
         "Authorization": f"Bearer {token}",
         "Content-Length": TOO_BIG,
     }
-    response = await client.post("/project/threads", headers=headers, content=b"{}")
+    response = await asgi_client.post("/project/threads", headers=headers, content=b"{}")
     assert response.status_code == 400 and response.text == "Invalid host header"
 
 
-async def test_every_response_carries_the_security_headers(client):
-    response = await client.get("/ready")
+async def test_every_response_carries_the_security_headers(asgi_client):
+    response = await asgi_client.get("/ready")
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]

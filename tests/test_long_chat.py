@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ChatApp, VllmServer
+from tests.support.versions import regenerate, switch
 
 pytestmark = pytest.mark.app
 
@@ -129,12 +130,6 @@ async def test_the_model_sees_what_the_budget_says(long_chat, vllm):
     assert step.tokens <= 0.5 * (vllm.max_model_len - ANSWER_TOKENS)  # down to the low-water mark
 
 
-async def regenerate(tab: ChatClient) -> None:
-    button = next(a for m in reversed(tab.page()) for a in tab.actions(m["id"]) if a["name"] == "regenerate")
-    await tab.click_and_wait(button)
-    await asyncio.sleep(0.1)  # the answer's last update
-
-
 async def test_a_regenerated_answer_is_asked_with_the_same_prompt(long_chat):
     asked = long_chat.turns[-1]
     again = await long_chat.asked(lambda: regenerate(long_chat.tab))
@@ -163,10 +158,7 @@ async def test_a_version_flipped_back_to_is_continued_from_its_own_prompt(long_c
     shown = await long_chat.ask(200)
     first_answer = next(m for m in reversed(tab.page()) if (m.get("metadata") or {}).get("turn"))
     await long_chat.asked(lambda: regenerate(tab))
-    status, response = await tab.click({"name": "show_version", "payload": {"id": first_answer["id"]}})
-    assert status == 200, response
-    await tab.wait_for(lambda: first_answer["id"] in [m["id"] for m in tab.page()], 10)
-    await asyncio.sleep(0.2)  # the rest of the branch and its controls
+    await switch(tab, first_answer["id"])
     following = await long_chat.ask(201)
     assert following.prompt.startswith(shown.prompt + first_answer["output"])
     kept_its_start(shown, following)
