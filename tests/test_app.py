@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from tests.support.chat_client import ChatClient
+from tests.support.chat_client import ChatClient, errors
 
 pytestmark = pytest.mark.app
 
@@ -25,10 +25,6 @@ async def assert_vllm_idle_within_a_second(vllm, since: float) -> None:
 
 def answers(messages):
     return [m for m in messages if m.get("type") == "assistant_message"]
-
-
-def errors(messages):
-    return [m["output"] for m in messages if m.get("isError")]
 
 
 async def test_greets_in_the_browser_language(chat_app):

@@ -18,9 +18,8 @@ from app.chat.attachments import (
     read_all,
     with_files,
 )
-from app.chat.conversation import Message
 from app.errors import ChatError, Problem
-from tests.support.fake_openai import count_tokens
+from tests.support.fake_openai import counted
 from tests.support.pdfs import pdf
 
 LIMITS = UploadLimits(frozenset({".txt", ".md", ".csv", ".json", ".py", ".pdf"}), max_files=3, max_bytes=1000)
@@ -100,20 +99,16 @@ def test_a_question_carries_exactly_its_files():
     assert as_seen({"output": "Q", "metadata": {FILES_KEY: "garbage"}}) == "Q"
 
 
-async def counter(messages: list[Message]) -> int:
-    return count_tokens(messages)
-
-
 def test_the_file_that_does_not_fit_is_named_with_its_tokens_and_the_room_it_had():
     files = [Attachment("small.txt", "", "w " * 10), Attachment("large.txt", "", "w " * 100)]
-    alone = asyncio.run(counter([{"role": "user", "content": "Q"}]))
-    with_small = asyncio.run(counter([{"role": "user", "content": compose(files[:1], "Q")}]))
-    with_both = asyncio.run(counter([{"role": "user", "content": compose(files, "Q")}]))
-    refused = asyncio.run(overflowing(files, "Q", "", with_both - 1, counter))
+    alone = asyncio.run(counted([{"role": "user", "content": "Q"}]))
+    with_small = asyncio.run(counted([{"role": "user", "content": compose(files[:1], "Q")}]))
+    with_both = asyncio.run(counted([{"role": "user", "content": compose(files, "Q")}]))
+    refused = asyncio.run(overflowing(files, "Q", "", with_both - 1, counted))
     assert refused is not None and refused.problem is Problem.FILE_TOO_LONG
     assert refused.details == {
         "name": "large.txt",
         "tokens": with_both - with_small,
         "room": with_both - 1 - with_small,
     }
-    assert asyncio.run(overflowing(files, "Q", "", alone - 1, counter)) is None  # the typed text alone is too long
+    assert asyncio.run(overflowing(files, "Q", "", alone - 1, counted)) is None  # the typed text alone is too long

@@ -1,4 +1,4 @@
-"""Context budgeting: properties over random conversations, with an exact fake token counter."""
+"""Context budgeting: properties over random conversations, with an exact fake token counted."""
 
 from __future__ import annotations
 
@@ -11,11 +11,7 @@ from hypothesis import strategies as st
 from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Turn, plan_request
 from app.config import DEFAULT_LOW_WATER
 from app.errors import ChatError, Problem
-from tests.support.fake_openai import count_tokens
-
-
-async def counter(messages):
-    return count_tokens(messages)
+from tests.support.fake_openai import count_tokens, counted
 
 
 def words(n: int) -> str:
@@ -47,7 +43,7 @@ def test_plan_fits_keeps_the_start_it_can_and_steps_down_to_the_low_water_mark(
                 user_text=user_text,
                 max_tokens=max_tokens,
                 window=window,
-                count=counter,
+                count=counted,
                 kept_from=kept_from,
             )
         )
@@ -95,7 +91,7 @@ def test_empty_system_prompt_sends_no_system_message():
 def test_single_message_budget(window, max_tokens, expected):
     plan = asyncio.run(
         plan_request(
-            Conversation(), system_prompt="", user_text=words(5), max_tokens=max_tokens, window=window, count=counter
+            Conversation(), system_prompt="", user_text=words(5), max_tokens=max_tokens, window=window, count=counted
         )
     )
     prompt = count_tokens([{"role": "user", "content": words(5)}])
@@ -163,7 +159,7 @@ def test_a_long_chat_moves_its_prompts_start_only_in_steps():
                 user_text=words(20),
                 max_tokens=max_tokens,
                 window=window,
-                count=counter,
+                count=counted,
                 kept_from=starts[-1] if starts else 0,
             )
         )

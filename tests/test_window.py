@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.chat_client import errors
+
 pytestmark = pytest.mark.app
-
-
-def errors(messages):
-    return [m["output"] for m in messages if m.get("isError")]
 
 
 async def test_a_message_too_long_for_the_window_is_refused_and_not_stored(small_client, small_vllm):

@@ -309,3 +309,8 @@ def widget_values(widgets: list[dict[str, Any]]) -> dict[str, Any]:
 def dumps(value: Any) -> str:
     """Compact JSON, for assertion messages."""
     return json.dumps(value, ensure_ascii=False)[:500]
+
+
+def errors(messages: list[dict[str, Any]]) -> list[str]:
+    """The error lines among messages a question produced."""
+    return [str(m["output"]) for m in messages if m.get("isError")]

@@ -34,6 +34,11 @@ def count_tokens(messages: list[dict[str, str]]) -> int:
     return 1 + sum(2 + len(m["content"].split()) for m in messages)
 
 
+async def counted(messages: list[dict[str, str]]) -> int:
+    """The fake tokenizer as the budget asks for it (an awaited count)."""
+    return count_tokens(messages)
+
+
 def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
