@@ -146,11 +146,19 @@ def model_server(args: argparse.Namespace) -> VllmServer | LlamaServer:
 async def run(args: argparse.Namespace) -> str:
     server = model_server(args)
     results: dict[str, list[Turn]] = {}
-    server.start(timeout=900)
+    if args.model == "full":  # make serve's plan: every core; vLLM compiled, llama.cpp with its 4 slots
+        engine = {"ENGINE": "llama.cpp"} if isinstance(server, LlamaServer) else {}
+        server.serve(server.log_path, 1800, None, MODELS["full"], **engine)
+    else:
+        server.start(timeout=900)
     try:
         for low_water in args.low_water:
             name = f"low water {low_water:g}"
-            app = ChatApp(server, cpus={1}, extra_env={"CONTEXT_LOW_WATER": str(low_water), "HISTORY": "false"})
+            app = ChatApp(
+                server,
+                cpus={1} if args.model == "tiny" else None,
+                extra_env={"CONTEXT_LOW_WATER": str(low_water), "HISTORY": "false"},
+            )
             app.start()
             try:
                 results[name] = await long_chat(app, args, f"{name} {time.time_ns()}")
@@ -167,7 +175,7 @@ def main() -> int:
         "--model", choices=list(MODELS), default="tiny", help="the tiny test model or the full-size one"
     )
     parser.add_argument("--engine", choices=["vllm", "llama.cpp"], default="vllm")
-    parser.add_argument("--window", type=int, default=2048, help="the server's MAX_MODEL_LEN")
+    parser.add_argument("--window", type=int, help="the server's MAX_MODEL_LEN (2048 for tiny, 8192 for full)")
     parser.add_argument("--turns", type=int, default=24)
     parser.add_argument("--words", type=int, default=260, help="words per message")
     parser.add_argument("--answer-tokens", type=int, default=48, help="max tokens per answer")
@@ -179,6 +187,7 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
+    args.window = args.window or (2048 if args.model == "tiny" else 8192)
     report = asyncio.run(run(args))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench-long-chat.md").write_text(report + "\n")
