@@ -83,9 +83,10 @@ def explain(error: ValidationError) -> list[str]:
 # window less the reply's tokens), not just as many as make the next message fit. The turns after that start at
 # the same message, so vLLM reuses its prefix cache for everything but the newest turn, until the chat fills the
 # room again and takes another step. Leaving out the fewest turns instead moves the prompt's start every turn and
-# vLLM computes the whole conversation again each time: on a CPU, ~30 s before each answer at an 8 192-token
-# window, against ~5 s with the start kept. Half the room keeps about as many turns as the chat had and leaves
-# as much room to grow before the next step (docs/benchmarks.md: a long chat, per turn).
+# vLLM computes the whole conversation again each time: on 2 AVX2 cores at an 8 192-token window, 80-100 s before
+# each answer, against 6.6 s with the start kept (37 s at a step). Half: a kept turn finds at least half / (half
+# + a turn) of its prompt cached (>= 90 % with ~450-token turns) and a step comes every ~9 turns, while the model
+# still sees half the window of the chat (docs/benchmarks.md, "A long chat past the window").
 DEFAULT_LOW_WATER = 0.5
 
 

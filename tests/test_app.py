@@ -47,7 +47,8 @@ async def test_answer_is_streamed_token_by_token_and_ends_with_stats(client, vll
     assert streamed.streamed == reply["output"] != ""
     stats = [d for e, d in client.events if e == "element" and d.get("forId") == reply["id"]]
     assert stats and stats[0]["name"] == "AnswerStats"
-    assert re.fullmatch(r"first token \d+ ms · \d+ tokens · [\d.]+ tok/s", stats[0]["props"]["text"])
+    line = r"first token \d+ ms · \d+ tokens · [\d.]+ tok/s · \d+ of \d+ prompt tokens from the server's cache"
+    assert re.fullmatch(line, stats[0]["props"]["text"])
     # With history on (the default), the stats line carries the export buttons.
     assert stats[0]["props"]["exports"] == [
         {"name": "export_markdown", "label": "Export Markdown"},
