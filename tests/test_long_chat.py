@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.chat_client import ChatClient
+from tests.support.history import reopened_after_a_restart
 from tests.support.servers import ChatApp, VllmServer
 from tests.support.versions import regenerate, switch
 
@@ -188,14 +189,8 @@ async def test_a_stopped_answer_is_continued_from_what_was_shown(chat_app, vllm)
 
 
 async def test_a_chat_resumed_after_a_restart_keeps_its_start(long_chat, chat_app, vllm):
-    asked, thread_id = long_chat.turns[-1], long_chat.tab.thread_id_started
-    await long_chat.tab.close()
-    await asyncio.sleep(0.5)  # the last writes are the app's background tasks
-    chat_app.stop()
-    chat_app.start()
-    again = ChatClient(chat_app.url, thread_id=thread_id)
-    await again.connect()
-    await again.wait_for(lambda: again.events_since(0, "resume_thread"), 30)
+    asked = long_chat.turns[-1]
+    again = await reopened_after_a_restart(chat_app, long_chat.tab)
     resumed = LongChat(again, vllm, [])
     following = await resumed.ask(300)
     assert following.start == asked.start

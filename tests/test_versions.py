@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.chat_client import ChatClient, widget_values
-from tests.support.history import answer_of, export, started_chat
+from tests.support.history import answer_of, export, reopened_after_a_restart, started_chat
 from tests.support.servers import ChatApp, VllmServer, running
 from tests.support.versions import (
     as_prompt,
@@ -163,15 +163,7 @@ async def test_a_chat_reopens_after_a_restart_on_the_branch_last_shown_with_ever
     await switch(tab, first_question)  # back to the old question: its branch as it was left
     shown = branch(tab)
     assert [m["output"] for m in shown[::2]] == ["one", "two", "three"] and shown[3]["id"] == older["id"]
-    thread_id = tab.thread_id_started
-    await tab.close()
-    await asyncio.sleep(0.5)  # the last writes are the app's background tasks
-
-    history_app.stop()
-    history_app.start()
-    again = ChatClient(history_app.url, thread_id=thread_id)
-    await again.connect()
-    await again.wait_for(lambda: again.events_since(0, "resume_thread"), 30)
+    again = await reopened_after_a_restart(history_app, tab)
     assert ids(branch(again)) == ids(shown)
     await again.wait_for(lambda: position(again, older["id"]) is not None, 10)
     assert position(again, first_question) == (1, 2) and position(again, older["id"]) == (1, 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -29,6 +30,19 @@ async def started_chat(app: ChatApp, **client: Any) -> ChatClient:
     await tab.greeting()
     await tab.change_settings({"max_tokens": 8})
     return tab
+
+
+async def reopened_after_a_restart(app: ChatApp, tab: ChatClient) -> ChatClient:
+    """Close the tab, restart the app, and open the tab's chat again from the sidebar (resumed)."""
+    thread_id = tab.thread_id_started
+    await tab.close()
+    await asyncio.sleep(0.5)  # the last writes are the app's background tasks
+    app.stop()
+    app.start()
+    again = ChatClient(app.url, thread_id=thread_id)
+    await again.connect()
+    await again.wait_for(lambda: again.events_since(0, "resume_thread"), 30)
+    return again
 
 
 async def stored_rows(app: ChatApp, thread_id: str) -> dict[str, int]:
