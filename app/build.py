@@ -12,7 +12,9 @@ from app.chat.answering import Answering
 from app.chat.backend import Backend
 from app.chat.quotas import Quotas
 from app.config import Settings
+from app.documents.library import Library
 from app.history.accounts import LOCAL_USER, Login, auth_secret
+from app.history.store import ChatStore
 from app.history.usage import Usage
 from app.i18n import text
 from app.page import seam
@@ -37,6 +39,8 @@ class App:
     preset_store: PresetStore | None
     # Login sessions the server ends (None with the history off: nobody logs in).
     sessions: Sessions | None
+    # The users' documents (None with the history off).
+    library: Library | None
 
     def language(self, browser: str | None = None) -> str:
         """'zh' or 'en': the setting, else the browser's (this tab's by default)."""
@@ -77,11 +81,29 @@ def build(settings: Settings) -> App:
     )
     interval_s = settings.stream_interval_ms / 1000
     limits = uploads.limits(settings)
-    pipeline = Pipeline(backend, interval_s, history, quotas, limits, answering, settings.context_low_water)
+    library = documents_of(settings, store)
+    pipeline = Pipeline(
+        backend,
+        interval_s,
+        history,
+        quotas,
+        limits,
+        answering,
+        settings.context_low_water,
+        library,
+        settings.document_share,
+    )
     metrics.serve("127.0.0.1", settings.metrics_port)
     if store is None:
         seam.turn_off_favourites()  # favourite prompts are kept in the history
     # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     preset_store = PresetStore(store.writer) if store is not None else None
-    return App(settings, backend, history, pipeline, preset_store, sessions)
+    return App(settings, backend, history, pipeline, preset_store, sessions, library)
+
+
+def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:
+    """The users' documents, kept in the history's database (None without one)."""
+    if store is None:
+        return None
+    return Library(store.writer, most_bytes=settings.library_max_mb * 1_000_000, per_chat=settings.documents_per_chat)

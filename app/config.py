@@ -88,6 +88,9 @@ def explain(error: ValidationError) -> list[str]:
 # + a turn) of its prompt cached (>= 90 % with ~450-token turns) and a step comes every ~9 turns, while the model
 # still sees half the window of the chat (docs/benchmarks.md, "A long chat past the window").
 DEFAULT_LOW_WATER = 0.5
+# A question about a chat's documents gets at most this share of the prompt's room for their passages; the chat's
+# earlier turns keep the rest, so a follow-up still sees what was said before it.
+DEFAULT_DOCUMENT_SHARE = 0.6
 
 
 class Settings(EnvSettings):
@@ -144,9 +147,16 @@ class Settings(EnvSettings):
     share_links: Literal["users", "anyone"] = Field(
         "users", description="who may open a chat's read-only link: logged-in users, or anyone with the link"
     )
-    upload_max_mb: int = Field(1, ge=1, description="largest attached file (MB); a larger upload gets 413 unread")
+    upload_max_mb: int = Field(
+        20, ge=1, description="largest attached file or document (MB); a larger upload gets 413 unread"
+    )
     upload_max_files: int = Field(5, ge=1, description="files attached to one message")
     upload_types: str = Field(UPLOAD_TYPES, description="file name endings that may be attached, comma-separated")
+    library_max_mb: int = Field(200, ge=1, description="documents one user may keep, in MB of the files uploaded")
+    documents_per_chat: int = Field(10, ge=1, description="documents one chat's questions may search")
+    document_share: float = Field(
+        DEFAULT_DOCUMENT_SHARE, gt=0, lt=1, description="share of the prompt's room a question's passages may fill"
+    )
 
     @field_validator("data_dir")
     @classmethod

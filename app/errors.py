@@ -50,6 +50,8 @@ class Problem(StrEnum):
     FILE_ENCRYPTED = "file_encrypted"
     FILE_NO_TEXT = "file_no_text"
     FILE_TOO_LONG = "file_too_long"
+    LIBRARY_FULL = "library_full"
+    CHAT_DOCUMENTS_FULL = "chat_documents_full"
 
 
 class ChatError(AppError):

@@ -12,6 +12,9 @@ TEXT: dict[str, dict[str, str]] = {
         "I'll say here when it is ready; you don't need to reload.",
         "ready": "{model} is ready. Ask me anything.",
         "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
+        "sources": "Sources",
+        "source_page": "{document}, p. {page}",
+        "source_gone": "This passage is no longer in your documents (the document was deleted).",
         "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
         "stopped": "stopped",
         "cached": "{cached} of {prompt} prompt tokens from the server's cache",
@@ -111,6 +114,10 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.FILE_NO_TEXT: "{name} has no text to read (a PDF of images only, e.g. a scan). Nothing was sent.",
         Problem.FILE_TOO_LONG: "{name} is too long for the model's window: it needs {tokens} tokens "
         "and only {room} are left for it. Nothing was sent; attach a shorter file.",
+        Problem.LIBRARY_FULL: "{name} would take your documents past {limit} MB. Nothing was sent; delete "
+        "documents you no longer need (/documents) and attach it again.",
+        Problem.CHAT_DOCUMENTS_FULL: "{name}: this chat already searches {limit} documents, as many as one chat "
+        "may. Nothing was sent; start a new chat for it.",
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
@@ -118,6 +125,9 @@ TEXT: dict[str, dict[str, str]] = {
         "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
         "ready": "{model} 已就绪，请开始提问。",
         "settings_rejected": "部分设置未生效（保留原值）：{problems}",
+        "sources": "来源",
+        "source_page": "{document}，第 {page} 页",
+        "source_gone": "这段内容已不在你的文档中（文档已被删除）。",
         "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",
         "stopped": "已停止",
         "cached": "提示词 {prompt} 个 token 中 {cached} 个来自服务器缓存",
@@ -212,6 +222,12 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.FILE_TOO_LONG: (
             "{name} 对模型的上下文窗口来说太长：它需要 {tokens} 个 token，而只剩 {room} 个。"
             "未发送任何内容；请附加更短的文件。"
+        ),
+        Problem.LIBRARY_FULL: (
+            "{name} 会使你的文档超过 {limit} MB。未发送任何内容；请删除不再需要的文档（/documents）后再附加。"
+        ),
+        Problem.CHAT_DOCUMENTS_FULL: (
+            "{name}：这个对话已在检索 {limit} 个文档，已达单个对话的上限。未发送任何内容；请为它开始新的对话。"
         ),
     },
 }

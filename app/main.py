@@ -20,6 +20,7 @@ from app.page.exports import send_export
 from app.page.forks import fork
 from app.page.greeting import greet
 from app.page.lifecycle import resumed_chat
+from app.page.sources import OPEN_SOURCE, open_source
 from app.page.versions import draw_lines, switch_version
 from app.presets import builtin as presets
 from app.presets import panel as preset_fields
@@ -150,6 +151,13 @@ async def on_fork(action: cl.Action) -> None:
 async def on_shared_thread_view(thread: ThreadDict, viewer: cl.User | None) -> bool:
     """A shared chat's link opened: shown only while its owner shares it, with nothing private in it."""
     return share_links.may_view(thread, viewer, anyone=APP.settings.share_links == "anyone")
+
+
+@cl.action_callback(OPEN_SOURCE)
+async def on_open_source(action: cl.Action) -> None:
+    """A source under an answer: its passage in the side view."""
+    if (chat := lifecycle.current()) is not None:
+        await open_source(chat, APP.library, action.payload)
 
 
 @cl.action_callback("export_markdown")

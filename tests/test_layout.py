@@ -20,6 +20,7 @@ TIERS = {
     "app.presets": 5,  # a feature: its data, its store, its page
     "app.web": 4,  # the HTTP guards around Chainlit
     "app.page": 3,  # everything that touches Chainlit
+    "app.documents": 2,  # a feature's storage: documents kept, indexed and searched
     "app.history": 2,  # storage
     "app.chat": 1,  # the chat core
     "app": 0,  # the package itself (an empty __init__): its modules have tiers of their own

@@ -9,14 +9,16 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client import REGISTRY
 
+from app.chat.attachments import Attachment
 from app.chat.backend import Backend
 from app.chat.branches import ROOT, Branches
 from app.chat.conversation import Ending
+from app.chat.passages import Passage
 from app.chat.preferences import Preferences
 from app.chat.reply import Reply
 from app.config import Settings
 from app.errors import ChatError, Problem
-from tests.support.fake_openai import FakeState, fake_openai_server
+from tests.support.fake_openai import FakeState, count_tokens, fake_openai_server
 
 
 @dataclass
@@ -77,8 +79,8 @@ def reply_of(backend: Backend, interval_s: float = 0.0, **preferences: object) -
 async def test_a_reply_streams_its_words_in_order_and_counts_them(fake):
     backend, _state = fake
     reply, page = reply_of(backend), Page()
-    model, plan = await reply.plan(asked("hi", ("before", "earlier answer")), "q")
-    replied = await reply.stream(model, plan, page)
+    planned = await reply.plan(asked("hi", ("before", "earlier answer")), "q")
+    replied = await reply.stream(planned, page)
     assert replied.text == "Hello, world!" == "".join(page.words_seen)
     assert replied.ending is Ending.COMPLETE and replied.failure is None
     assert (replied.prompt_tokens, replied.tokens) == (3, 4) and replied.stats.tokens == 4
@@ -88,8 +90,8 @@ async def test_a_reply_streams_its_words_in_order_and_counts_them(fake):
 async def test_the_model_sees_the_branch_before_the_question_then_the_question(fake):
     backend, state = fake
     reply = reply_of(backend, system_prompt="be brief")
-    model, plan = await reply.plan(asked("hi", ("before", "earlier answer")), "q")
-    await reply.stream(model, plan, Page())
+    planned = await reply.plan(asked("hi", ("before", "earlier answer")), "q")
+    await reply.stream(planned, Page())
     sent = [r for r in state.requests if r["path"] == "/v1/chat/completions"][-1]
     assert sent["messages"] == [
         {"role": "system", "content": "be brief"},
@@ -104,7 +106,7 @@ async def test_the_page_is_told_it_streams_after_its_second_update_once(fake):
     backend, _state = fake
     page = Page()
     reply = reply_of(backend)
-    await reply.stream(*await reply.plan(asked("hi"), "q"), page)
+    await reply.stream(await reply.plan(asked("hi"), "q"), page)
     assert page.streaming_after == [2]
 
 
@@ -113,8 +115,8 @@ async def test_a_stopped_reply_keeps_what_it_said_and_closes_its_request(fake):
     state.mode, state.tokens_per_second = "paced", 20.0
     page = Page()
     reply = reply_of(backend, max_tokens=200)
-    model, plan = await reply.plan(asked("hi"), "q")
-    running = asyncio.create_task(reply.stream(model, plan, page))
+    planned = await reply.plan(asked("hi"), "q")
+    running = asyncio.create_task(reply.stream(planned, page))
     while len(page.words_seen) < 3:
         await asyncio.sleep(0.01)
     running.cancel()  # the stop button
@@ -132,7 +134,7 @@ async def test_a_dropped_connection_ends_the_reply_with_what_it_said_and_why(fak
     backend, state = fake
     state.mode = "drop"
     reply = reply_of(backend)
-    replied = await reply.stream(*await reply.plan(asked("hi"), "q"), Page())
+    replied = await reply.stream(await reply.plan(asked("hi"), "q"), Page())
     assert replied.ending is Ending.FAILED and replied.text == "Hello, "
     assert replied.failure is not None and replied.failure.problem is Problem.INTERRUPTED
 
@@ -140,10 +142,10 @@ async def test_a_dropped_connection_ends_the_reply_with_what_it_said_and_why(fak
 async def test_a_failed_server_ends_the_reply_before_any_word(fake):
     backend, state = fake
     reply = reply_of(backend)
-    model, plan = await reply.plan(asked("hi"), "q")
+    planned = await reply.plan(asked("hi"), "q")
     state.mode, state.status = "status", 500
     page = Page()
-    replied = await reply.stream(model, plan, page)
+    replied = await reply.stream(planned, page)
     assert replied.ending is Ending.FAILED and replied.text == "" and page.words_seen == []
     assert replied.failure is not None and replied.failure.problem is Problem.SERVER_ERROR
     assert replied.stats.ttft_s is None
@@ -163,9 +165,10 @@ async def test_the_oldest_turns_are_left_out_when_the_window_is_full(fake):
     state.window = 40
     earlier = [(f"question {i} " + "word " * 5, f"answer {i}") for i in range(4)]
     reply = reply_of(backend)
-    model, plan = await reply.plan(asked("now", *earlier), "q")
+    planned = await reply.plan(asked("now", *earlier), "q")
+    plan = planned.plan
     assert plan.dropped_turns > 0 and plan.messages[-1] == {"role": "user", "content": "now"}
-    replied = await reply.stream(model, plan, Page())
+    replied = await reply.stream(planned, Page())
     assert replied.stats.dropped_turns == plan.dropped_turns and replied.stats.window == 40
 
 
@@ -174,7 +177,7 @@ async def test_the_prompt_starts_where_the_previous_prompt_of_its_branch_started
     state.window = 4096  # all of it would fit: the start is kept all the same, for the server's prefix cache
     reply = reply_of(backend, system_prompt="")
     earlier = [(f"question {i}", f"answer {i}") for i in range(4)]
-    _model, plan = await reply.plan(asked("now", *earlier, left_out=2), "q")
+    plan = (await reply.plan(asked("now", *earlier, left_out=2), "q")).plan
     assert plan.dropped_turns == 2
     assert plan.messages[0] == {"role": "user", "content": "question 2"}
 
@@ -184,7 +187,7 @@ async def test_the_prompt_tokens_the_server_had_cached_are_recorded_and_counted(
     state.cached_tokens = 2
     cached, computed = prompt_tokens("cached"), prompt_tokens("computed")
     reply = reply_of(backend)
-    replied = await reply.stream(*await reply.plan(asked("hi"), "q"), Page())
+    replied = await reply.stream(await reply.plan(asked("hi"), "q"), Page())
     assert (replied.stats.prompt_tokens, replied.stats.cached_tokens) == (3, 2)
     assert (prompt_tokens("cached"), prompt_tokens("computed")) == (cached + 2, computed + 1)
 
@@ -192,3 +195,67 @@ async def test_the_prompt_tokens_the_server_had_cached_are_recorded_and_counted(
 def prompt_tokens(source: str) -> float:
     """The operators' count of prompt tokens from this source so far."""
     return REGISTRY.get_sample_value("chat_prompt_tokens_total", {"source": source}) or 0.0
+
+
+@dataclass
+class Shelf:
+    """A chat's documents as the chat core sees them: passages ranked for whatever is asked."""
+
+    ranked: list[Passage]
+    asked: list[list[str]] = field(default_factory=list)
+
+    async def find(self, texts: list[str], limit: int) -> list[Passage]:
+        self.asked.append(list(texts))
+        return self.ranked[:limit]
+
+
+def shelf_of(count: int, words: int = 30) -> Shelf:
+    """Passages of one document, ranked best last-in-reading-order first: p{count-1} ... p0."""
+    passages = [Passage(i, "manual.pdf", i + 1, "", f"passage{i} " + "word " * words) for i in range(count)]
+    return Shelf(list(reversed(passages)))
+
+
+async def test_a_question_is_sent_after_the_best_passages_that_fit_their_room_in_reading_order(fake):
+    backend, state = fake
+    state.window = 400  # passages may fill 0.6 of (400 - 8) tokens: 5 of 37 tokens each, with the question
+    shelf = shelf_of(12)
+    reply = Reply(*reply_parts(backend), finder=shelf)
+    planned = await reply.plan(asked("what about pumps?"), "q")
+    replied = await reply.stream(planned, Page())
+    sent = [r for r in state.requests if r["path"] == "/v1/chat/completions"][-1]["messages"][-1]["content"]
+    assert [passage.id for passage in planned.passages] == [7, 8, 9, 10, 11]  # the 5 best, as they read
+    assert sent.index("passage7 ") < sent.index("passage11 ") < sent.index("Question: what about pumps?")
+    assert "[1] manual.pdf, page 8" in sent and "passage6 " not in sent
+    assert (
+        count_tokens([{"role": "user", "content": sent}])
+        <= 0.6 * (400 - 8)
+        < count_tokens([{"role": "user", "content": sent}]) + 37
+    )
+    assert replied.ending is Ending.COMPLETE
+
+
+async def test_a_follow_up_is_searched_with_the_question_before_it(fake):
+    backend, _state = fake
+    shelf = shelf_of(3)
+    await Reply(*reply_parts(backend), finder=shelf).plan(asked("and the second?", ("list the pumps", "two")), "q")
+    assert shelf.asked == [["and the second?", "list the pumps"]]
+
+
+async def test_a_chat_without_documents_sends_the_question_alone(fake):
+    backend, _state = fake
+    planned = await Reply(*reply_parts(backend), finder=Shelf([])).plan(asked("hi"), "q")
+    assert planned.passages == [] and planned.plan.messages[-1] == {"role": "user", "content": "hi"}
+
+
+async def test_the_files_too_long_to_read_whole_are_the_longest_until_the_rest_fit(fake):
+    backend, state = fake
+    state.window = 200
+    files = [Attachment(name, "text/plain", "word " * words) for name, words in (("a", 50), ("b", 400), ("c", 300))]
+    reply = Reply(*reply_parts(backend))
+    assert await reply.too_long_to_read(files, "summarise") == [1, 2]
+    assert await reply.too_long_to_read(files[:1], "summarise") == []
+
+
+def reply_parts(backend: Backend) -> tuple[Backend, Preferences, float]:
+    defaults = Preferences.defaults(Settings()).model_dump()
+    return backend, Preferences(**{**defaults, "max_tokens": 8, "system_prompt": ""}), 0.0

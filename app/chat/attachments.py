@@ -28,10 +28,22 @@ class Attachment:
     name: str
     type: str
     text: str
+    # A PDF's pages' texts (empty: a file without pages); `text` is them joined.
+    pages: tuple[str, ...] = ()
+    # The file's size as uploaded.
+    size: int = 0
+    # The document it was kept as, too big to read whole: its passages are searched instead (no text here then).
+    document: str | None = None
 
     def as_record(self) -> dict[str, str]:
-        """What the question's metadata keeps of it."""
+        """What the question's metadata keeps of it: a document's id in place of its text, which stays on the server."""
+        if self.document is not None:
+            return {"name": self.name, "type": self.type, "document": self.document}
         return {"name": self.name, "type": self.type, "text": self.text}
+
+    def kept_as(self, document: str) -> Attachment:
+        """The file once kept as a document."""
+        return Attachment(self.name, self.type, "", document=document)
 
 
 @dataclass(frozen=True)
@@ -64,10 +76,13 @@ def read(upload: Upload, limits: UploadLimits) -> Attachment:
     ending = Path(upload.name).suffix.lower()
     if ending not in limits.types:
         raise ChatError(Problem.FILE_TYPE, name=upload.name, types=", ".join(sorted(limits.types)))
-    if upload.path.stat().st_size > limits.max_bytes:
+    size = upload.path.stat().st_size
+    if size > limits.max_bytes:
         raise ChatError(Problem.FILE_TOO_BIG, name=upload.name, limit=f"{limits.max_bytes / 1_000_000:g}")
-    text = pdf_text(upload) if ending == PDF else plain_text(upload)
-    return Attachment(upload.name, upload.type, text)
+    if ending != PDF:
+        return Attachment(upload.name, upload.type, plain_text(upload), size=size)
+    pages = pdf_pages(upload)
+    return Attachment(upload.name, upload.type, "\n\n".join(page for page in pages if page), pages, size)
 
 
 def plain_text(upload: Upload) -> str:
@@ -81,8 +96,8 @@ def plain_text(upload: Upload) -> str:
         raise ChatError(Problem.FILE_NOT_TEXT, name=upload.name) from None
 
 
-def pdf_text(upload: Upload) -> str:
-    """The text of a PDF's pages; ChatError for an encrypted one, a damaged one, or one of images only."""
+def pdf_pages(upload: Upload) -> tuple[str, ...]:
+    """The text of each of a PDF's pages; ChatError for an encrypted one, a damaged one, or one of images only."""
     try:
         reader = PdfReader(upload.path)
         if reader.is_encrypted:
@@ -90,10 +105,10 @@ def pdf_text(upload: Upload) -> str:
         pages = [page.extract_text() for page in reader.pages]
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):  # what pypdf raises on a malformed file
         raise ChatError(Problem.FILE_NOT_PDF, name=upload.name) from None
-    text = "\n\n".join(page.strip() for page in pages if page.strip())
-    if not text:
+    texts = tuple(page.strip() for page in pages)
+    if not any(texts):
         raise ChatError(Problem.FILE_NO_TEXT, name=upload.name)
-    return text
+    return texts
 
 
 def attachments_of(step: Mapping[str, Any]) -> list[Attachment]:
@@ -102,9 +117,16 @@ def attachments_of(step: Mapping[str, Any]) -> list[Attachment]:
     if not isinstance(records, list):
         return []
     return [
-        Attachment(record["name"], str(record.get("type") or ""), record["text"])
+        Attachment(
+            record["name"],
+            str(record.get("type") or ""),
+            text if isinstance(text, str) else "",
+            document=document if isinstance(document, str) else None,
+        )
         for record in records
-        if isinstance(record, dict) and isinstance(record.get("name"), str) and isinstance(record.get("text"), str)
+        if isinstance(record, dict) and isinstance(record.get("name"), str)
+        for text, document in [(record.get("text"), record.get("document"))]
+        if isinstance(text, str) or isinstance(document, str)
     ]
 
 
@@ -120,8 +142,11 @@ def as_seen(step: Mapping[str, Any]) -> str:
 
 
 def compose(files: Sequence[Attachment], typed: str) -> str:
-    """Each file as a heading line with its name and its text in a fenced block, then the typed text."""
-    blocks = [f"File: {UNSAFE_IN_NAME.sub(' ', file.name)}\n{fenced(file.text)}" for file in files]
+    """Each file read whole as a heading line with its name and its text in a fenced block, then the typed text.
+
+    A file kept as a document is not here: its passages come before the question instead.
+    """
+    blocks = [f"File: {UNSAFE_IN_NAME.sub(' ', file.name)}\n{fenced(file.text)}" for file in files if not file.document]
     return "\n\n".join([*blocks, typed] if typed or not blocks else blocks)
 
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
 from app import metrics
-from app.chat.attachments import as_seen, attachments_of, overflowing
+from app.chat.attachments import Attachment, as_seen, attachments_of, compose, overflowing
 from app.chat.backend import Backend, ModelInfo, Sampling
 from app.chat.branches import NOT_SENT, Branches, conversation_before, kept_from
 from app.chat.coalesce import Coalescer
-from app.chat.conversation import Ending, Plan, plan_request
+from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Plan, plan_request
+from app.chat.passages import CANDIDATES, Finder, Passage, asked_before, fitting, with_passages
 from app.chat.preferences import Preferences
 from app.chat.stats import AnswerStats
-from app.config import DEFAULT_LOW_WATER
+from app.config import DEFAULT_DOCUMENT_SHARE, DEFAULT_LOW_WATER
 from app.errors import ChatError, Problem
 
 # The page update of an answer after which it counts as streaming (the first one is its first words).
@@ -48,6 +50,15 @@ class Replied:
 
 
 @dataclass(frozen=True)
+class Planned:
+    """A reply ready to stream: the model, the request, and the passages of the chat's documents it carries."""
+
+    model: ModelInfo
+    plan: Plan
+    passages: list[Passage]
+
+
+@dataclass(frozen=True)
 class Reply:
     """Answers one question of a branch through the backend; the task running `stream` is what a stop cancels."""
 
@@ -57,24 +68,58 @@ class Reply:
     stream_interval_s: float
     # The share of the prompt's room a full chat steps down to (CONTEXT_LOW_WATER).
     low_water: float = DEFAULT_LOW_WATER
+    # The chat's documents (None: it has none to search).
+    finder: Finder | None = None
+    # The share of the prompt's room a question's passages may fill (DOCUMENT_SHARE); earlier turns get the rest.
+    document_share: float = DEFAULT_DOCUMENT_SHARE
 
-    async def plan(self, branches: Branches, question_id: str) -> tuple[ModelInfo, Plan]:
+    async def plan(self, branches: Branches, question_id: str) -> Planned:
         """The model, and the request for the branch up to the question; ChatError when none can be sent."""
         try:
             model = await self.backend.model()
-            return model, await self._fit(branches, question_id, model)
+            passages = await self._passages(branches, question_id, model)
+            return Planned(model, await self._fit(branches, question_id, model, passages), passages)
         except ChatError as error:
             metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
             raise
 
-    async def _fit(self, branches: Branches, question_id: str, model: ModelInfo) -> Plan:
+    async def too_long_to_read(self, files: Sequence[Attachment], typed: str) -> list[int]:
+        """Which files to keep as documents and search: the longest first, until the rest fit the window whole.
+
+        The limit is the one the budget sets for a message alone (room for at least a short reply), so a file read
+        whole before is read whole still.
+        """
+        model, prefs, count = await self.backend.model(), self.preferences, self.backend.count_prompt_tokens
+        limit = model.max_model_len - min(prefs.max_tokens, MIN_REPLY_TOKENS)
+        whole = list(range(len(files)))
+        while whole:
+            message = Conversation().messages(prefs.system_prompt, compose([files[i] for i in whole], typed))
+            if model.max_model_len <= 0 or await count(message) <= limit:
+                break
+            whole.remove(max(whole, key=lambda i: len(files[i].text)))
+        return [i for i in range(len(files)) if i not in whole]
+
+    async def _passages(self, branches: Branches, question_id: str, model: ModelInfo) -> list[Passage]:
+        """The best passages of the chat's documents for the question (and the one before it) that fit their room."""
+        if self.finder is None:
+            return []
+        question = branches.steps[question_id]
+        typed = str(question.get("output") or "")
+        candidates = await self.finder.find([typed, asked_before(branches, question_id)], CANDIDATES)
+        if not candidates:
+            return []
+        room = int(self.document_share * max(model.max_model_len - self.preferences.max_tokens, 0))
+        count = self.backend.count_prompt_tokens
+        return await fitting(candidates, as_seen(question), self.preferences.system_prompt, room, count)
+
+    async def _fit(self, branches: Branches, question_id: str, model: ModelInfo, passages: list[Passage]) -> Plan:
         """The branch fitted into the window; a question too long for it names its file."""
         prefs, question = self.preferences, branches.steps[question_id]
         try:
             return await plan_request(
                 conversation_before(branches, question_id),
                 system_prompt=prefs.system_prompt,
-                user_text=as_seen(question),
+                user_text=with_passages(passages, as_seen(question)),
                 max_tokens=prefs.max_tokens,
                 window=model.max_model_len,
                 count=self.backend.count_prompt_tokens,
@@ -90,9 +135,9 @@ class Reply:
             count = self.backend.count_prompt_tokens
             raise await overflowing(files, typed, prefs.system_prompt, limit, count) or error from None
 
-    async def stream(self, model: ModelInfo, plan: Plan, listener: Listener) -> Replied:
+    async def stream(self, planned: Planned, listener: Listener) -> Replied:
         """Stream the planned request to the listener; a cancel (stop) or a failure ends it with what was said."""
-        prefs = self.preferences
+        prefs, model, plan = self.preferences, planned.model, planned.plan
         sampling = Sampling(
             temperature=prefs.temperature,
             top_p=prefs.top_p,

@@ -19,8 +19,19 @@ from sqlalchemy.engine import Engine
 
 from app.config import Settings
 from app.errors import HistoryUnreachable, LoginRequired
+from app.history import passage_index
 from app.history.database import create_engine, database_url, describe, upgrade
-from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
+from app.history.schema import (
+    chat_documents,
+    documents,
+    elements,
+    feedbacks,
+    presets,
+    steps,
+    threads,
+    timestamp,
+    users,
+)
 
 LOCAL_USER = "local"
 SECRET_FILE = "auth-secret"
@@ -122,7 +133,10 @@ def remove_user(engine: Engine, name: str) -> bool:
         theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
         for table in (feedbacks, elements, steps):
             connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
+        connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id.in_(theirs)))
         connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
+        passage_index.remove(connection, sa.select(documents.c.id).where(documents.c.user_id == user_id))
+        connection.execute(sa.delete(presets).where(presets.c.user_id == user_id))
         connection.execute(sa.delete(users).where(users.c.id == user_id))
         return True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -124,6 +125,72 @@ presets = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     sa.UniqueConstraint("user_id", "name", name="uq_presets_user_name"),
 )
+
+
+# Each user's documents (files too big to read whole, indexed): the library a chat's questions retrieve from.
+documents = sa.Table(
+    "documents",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("type", sa.String(255), nullable=False),
+    # The uploaded file's size: what the library's limit per user counts.
+    sa.Column("bytes", sa.Integer, nullable=False),
+    sa.Column("pages", sa.Integer, nullable=False),
+    # The chat it was uploaded in: deleted with that chat unless another chat uses it too.
+    sa.Column("thread_id", sa.String(36), index=True),
+    sa.Column("created_at", sa.String(40), nullable=False),
+)
+
+# A document's passages in reading order; `terms` is the text segmented into words (Chinese included), which the
+# database's own full-text search indexes (app/history/passage_index.py).
+passages = sa.Table(
+    "passages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "document_id", sa.String(36), sa.ForeignKey("documents.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    sa.Column("ordinal", sa.Integer, nullable=False),
+    # The PDF page it is on (from 1); None for a file without pages.
+    sa.Column("page", sa.Integer),
+    sa.Column("heading", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("terms", sa.Text, nullable=False),
+)
+
+# The documents a chat's questions retrieve from.
+chat_documents = sa.Table(
+    "chat_documents",
+    metadata,
+    # No foreign key: a new chat's row may still be on its way to the database when its first file is indexed.
+    sa.Column("thread_id", sa.String(36), primary_key=True),
+    sa.Column(
+        "document_id", sa.String(36), sa.ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True, index=True
+    ),
+    sa.Column("added_at", sa.String(40), nullable=False),
+)
+
+
+# SQLite's FTS5 table of the passages' terms and its shadow tables: made by their own SQL, outside `metadata`.
+PASSAGE_TERMS = "passage_terms"
+
+
+def in_metadata(name: str | None, kind: str, _parents: object) -> bool:
+    """Whether Alembic compares this object with `metadata` (the full-text tables are not in it)."""
+    return not (kind == "table" and name is not None and name.startswith(PASSAGE_TERMS))
+
+
+def user_row(user: str) -> sa.ScalarSelect[Any]:
+    """The users row id of a user's identifier: a statement limited by it touches only that user's rows."""
+    return sa.select(users.c.id).where(users.c.identifier == user).scalar_subquery()
+
+
+def uploaded_only_to(thread_id: str) -> sa.Select[Any]:
+    """The documents uploaded in a chat that no other chat uses: they go with the chat."""
+    elsewhere = sa.select(chat_documents.c.document_id).where(chat_documents.c.thread_id != thread_id)
+    return sa.select(documents.c.id).where(documents.c.thread_id == thread_id, documents.c.id.not_in(elsewhere))
 
 
 def timestamp() -> str:

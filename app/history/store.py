@@ -19,8 +19,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from app.errors import HistoryUnavailable
+from app.history import passage_index
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
-from app.history.schema import elements, feedbacks, steps, threads, timestamp, users
+from app.history.schema import chat_documents, elements, feedbacks, steps, threads, timestamp, uploaded_only_to, users
 from app.history.transcript import SHARING_KEYS, SHOWN_KEY, on_screen, relinked, shown_of
 from app.history.writer import SCRATCH, Writer
 
@@ -350,6 +351,8 @@ class ChatStore(BaseDataLayer):
             for table in (feedbacks, elements, steps):
                 connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
             connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
+            passage_index.remove(connection, uploaded_only_to(thread_id))
+            connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id == thread_id))
 
         await self.writer.write("delete a chat", work)
         self._known_threads.discard(thread_id)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.chat.attachments import attachments_of
 from app.chat.branches import FOLLOWS, NOT_SENT, ROOT, TURN_KEY, Branches, Step, answer_of, branches_of, is_question
+from app.chat.passages import sources_of
 from app.chat.preferences import Preferences, apply_changes
 from app.chat.stats import AnswerStats
 
@@ -85,12 +87,21 @@ def exported_messages(tree: Branches) -> list[dict[str, Any]]:
         }
         if files := attachments_of(step):
             message["files"] = [file.as_record() for file in files]
+        if sources := sources_of(step):
+            message["sources"] = [dataclasses.asdict(source) for source in sources]
         if answer is not None:
             message |= {"ending": answer.ending, "model": answer.model, "stats": answer.stats}
             if step.get("isError"):
                 message["error"] = step.get("output") or ""
         messages.append(message)
     return messages
+
+
+def cited(numbered: tuple[int, dict[str, Any]]) -> str:
+    """A source as an export names it: its number in the answer, its document and page."""
+    number, source = numbered
+    page = f", page {source['page']}" if source.get("page") is not None else ""
+    return f"[{number}] {source['document']}{page}"
 
 
 def export_json(thread: Mapping[str, Any], preferences: Preferences) -> str:
@@ -121,6 +132,8 @@ def export_markdown(thread: Mapping[str, Any], preferences: Preferences, names: 
         lines += ["", f"## {who} ({', '.join(d for d in details if d)})", "", message["content"]]
         if message.get("files"):
             lines += ["", "Attached: " + ", ".join(file["name"] for file in message["files"])]
+        if message.get("sources"):
+            lines += ["", "Sources: " + "; ".join(map(cited, enumerate(message["sources"], start=1)))]
         if message.get("error"):
             lines += ["", f"> {message['error']}"]
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from app.chat.branches import Branches, is_question
 from app.chat.tab import Tab
 from app.history.transcript import stats_of
 from app.i18n import text
+from app.page.sources import source_props
 
 # The export buttons in each answer's line: the names of their action callbacks (app/main.py).
 EXPORTS = ("export_markdown", "export_json")
@@ -25,15 +26,15 @@ ELEMENT_IDS = uuid.UUID("2b0c6f0e-7f6a-4a55-9a43-1f7e0c2d5b27")
 
 
 async def show_line(chat: Tab, message_id: str, *, kept: bool) -> None:
-    """The small line by a message (public/elements/AnswerStats.jsx): an answer's stats, and buttons.
+    """The small line by a message (public/elements/AnswerStats.jsx): an answer's stats, its sources, and buttons.
 
     The buttons: the message's versions; with history on, an answer's exports and "continue in a new chat".
     Not stored itself: a resumed chat draws it again from the answers' metadata, one write less per answer.
     The buttons are part of a line sent anyway, not more messages per answer.
     """
     step = chat.branches.steps[message_id]
-    stats, versions = stats_of(step), version_props(chat, message_id)
-    if stats is None and versions is None and not kept:
+    stats, versions, sources = stats_of(step), version_props(chat, message_id), source_props(chat.lang, step)
+    if stats is None and versions is None and sources is None and not kept:
         return
     exports = kept and not is_question(step)
     props = {
@@ -41,6 +42,7 @@ async def show_line(chat: Tab, message_id: str, *, kept: bool) -> None:
         "exports": [{"name": name, "label": text(chat.lang, name)} for name in EXPORTS] if exports else [],
         "versions": versions,
         "fork": {"name": FORK, "label": text(chat.lang, FORK), "payload": {"id": message_id}} if kept else None,
+        "sources": sources,
     }
     # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
     url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()

@@ -14,13 +14,16 @@ import chainlit as cl
 
 from app import metrics
 from app.chat.answering import Answering
-from app.chat.attachments import Upload, UploadLimits, attachments_of, read_all, with_files
+from app.chat.attachments import Attachment, Upload, UploadLimits, attachments_of, read_all, with_files
 from app.chat.backend import Backend
 from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, is_question, placed
 from app.chat.conversation import Ending
+from app.chat.passages import SOURCES_KEY, Finder
 from app.chat.quotas import Quotas
 from app.chat.reply import NOT_SENT_PROBLEMS, Reply
 from app.chat.tab import Tab
+from app.config import DEFAULT_DOCUMENT_SHARE
+from app.documents.library import Library, Outcome
 from app.errors import ChatError, Problem
 from app.page import seam
 from app.page.answer_controls import offer_regenerate, show_line
@@ -43,6 +46,10 @@ class Pipeline:
     answering: Answering
     # The share of the prompt's room a full chat steps down to (CONTEXT_LOW_WATER).
     low_water: float
+    # The users' documents (None with the history off: a file too long to read whole is refused).
+    library: Library | None = None
+    # The share of the prompt's room a question's passages may fill (DOCUMENT_SHARE).
+    document_share: float = DEFAULT_DOCUMENT_SHARE
 
     async def told_busy(self, chat: Tab) -> bool:
         """Tell the user an answer is still streaming; True if so."""
@@ -74,6 +81,7 @@ class Pipeline:
         with self.turn(chat):
             try:  # in the turn: a message sent meanwhile is refused as one sent while answering
                 files = await asyncio.to_thread(read_all, uploads, self.uploads)
+                files = await self.kept_as_documents(chat, files, question.content)
             except ChatError as unreadable:
                 await place(question, None, received)
                 await self.say_refused(chat, unreadable)
@@ -82,6 +90,31 @@ class Pipeline:
             await place(question, parent, received, chat.branches.newest())
             self.settle(chat, question.to_dict(), parent)
             await self.answer_question(chat, question.id)
+
+    def reply(self, chat: Tab) -> Reply:
+        """The chat core's reply for this tab's chat, searching its documents."""
+        finder: Finder | None = None
+        if self.library is not None and chat.user is not None:
+            finder = self.library.finder(chat.user, seam.thread_id())
+        return Reply(
+            self.backend, chat.preferences, self.stream_interval_s, self.low_water, finder, self.document_share
+        )
+
+    async def kept_as_documents(self, chat: Tab, files: list[Attachment], typed: str) -> list[Attachment]:
+        """The files too long to read whole kept as documents of the user's, searched by this chat from now on."""
+        if self.library is None or chat.user is None or not files:
+            return files  # a file too long is refused by the budget, as one with nowhere to be kept
+        kept = list(files)
+        for index in await self.reply(chat).too_long_to_read(files, typed):
+            file = files[index]
+            outcome = await self.library.keep(chat.user, seam.thread_id(), file)
+            if outcome.outcome is Outcome.LIBRARY_FULL:
+                raise ChatError(Problem.LIBRARY_FULL, name=file.name, limit=self.library.most_bytes // 1_000_000)
+            if outcome.outcome is Outcome.CHAT_FULL:
+                raise ChatError(Problem.CHAT_DOCUMENTS_FULL, name=file.name, limit=self.library.per_chat)
+            if outcome.document_id is not None:
+                kept[index] = file.kept_as(outcome.document_id)
+        return kept
 
     async def edit(self, chat: Tab, question_id: str, text: str) -> None:
         """An edited question: a new version beside the old one, answered; the old one keeps what followed it."""
@@ -164,9 +197,9 @@ class Pipeline:
         `while_streaming` runs once the reply is streaming, past its first page updates: not among the requests
         and first words of a burst of questions, nor among the endings of answers that end together.
         """
-        reply = Reply(self.backend, chat.preferences, self.stream_interval_s, self.low_water)
+        reply = self.reply(chat)
         try:
-            model, plan = await reply.plan(chat.branches, question_id)
+            planned = await reply.plan(chat.branches, question_id)
         except ChatError as error:
             sent = error.problem not in NOT_SENT_PROBLEMS
             shown = await say_error(chat, error, Answer(question_id, Ending.FAILED if sent else NOT_SENT))
@@ -176,11 +209,12 @@ class Pipeline:
             return
 
         message = cl.Message(content="")
-        replied = await reply.stream(model, plan, OnPage(message, while_streaming))
+        replied = await reply.stream(planned, OnPage(message, while_streaming))
         self.quotas.used(chat.user, replied.prompt_tokens, replied.tokens)
-        record = Answer(question_id, replied.ending, model.name, dataclasses.asdict(replied.stats))
+        record = Answer(question_id, replied.ending, planned.model.name, dataclasses.asdict(replied.stats))
+        sources = {SOURCES_KEY: [passage.as_source() for passage in planned.passages]} if planned.passages else {}
         if replied.text or replied.failure is None:
-            message.metadata = record.as_metadata()
+            message.metadata = record.as_metadata() | sources
             await message.send()
             self.settle(chat, message.to_dict(), question_id)
             await show_line(chat, message.id, kept=self.history.kept)

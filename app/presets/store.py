@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from app.history.schema import presets, timestamp, users
+from app.history.schema import presets, timestamp, user_row, users
 from app.history.writer import Writer
 
 # The most presets one user keeps: the list of presets is shown whole when a chat starts.
@@ -37,11 +37,6 @@ class Outcome(StrEnum):
     NOT_FOUND = "not_found"
 
 
-def owner(user: str) -> sa.ScalarSelect[Any]:
-    """The users row id of a user's identifier: every statement here is limited to that user's rows."""
-    return sa.select(users.c.id).where(users.c.identifier == user).scalar_subquery()
-
-
 class PresetStore:
     """A user's presets, by name; nothing here reads or writes another user's."""
 
@@ -50,7 +45,7 @@ class PresetStore:
 
     async def list(self, user: str) -> list[StoredPreset]:
         """The user's presets, by name."""
-        query = sa.select(presets.c.name, presets.c.preferences).where(presets.c.user_id == owner(user))
+        query = sa.select(presets.c.name, presets.c.preferences).where(presets.c.user_id == user_row(user))
         rows = await self.writer.read("list your presets", lambda c: c.execute(query.order_by(presets.c.name)).all())
         return [StoredPreset(row.name, dict(row.preferences)) for row in rows]
 
@@ -83,7 +78,7 @@ class PresetStore:
         """Give one of the user's presets another name, unless they have a preset of that name already."""
 
         def work(connection: Connection) -> Outcome:
-            mine = presets.c.user_id == owner(user)
+            mine = presets.c.user_id == user_row(user)
             if connection.execute(sa.select(presets.c.id).where(mine, presets.c.name == new_name)).first():
                 return Outcome.NAME_TAKEN
             renamed = connection.execute(sa.update(presets).where(mine, presets.c.name == name).values(name=new_name))
@@ -93,6 +88,6 @@ class PresetStore:
 
     async def delete(self, user: str, name: str) -> Outcome:
         """Delete one of the user's presets."""
-        delete = sa.delete(presets).where(presets.c.user_id == owner(user), presets.c.name == name)
+        delete = sa.delete(presets).where(presets.c.user_id == user_row(user), presets.c.name == name)
         deleted = await self.writer.write("delete a preset", lambda connection: connection.execute(delete).rowcount)
         return Outcome.DELETED if deleted else Outcome.NOT_FOUND

@@ -1,8 +1,9 @@
 import { Button } from "@/components/ui/button";
-import { ChevronLeft, ChevronRight, FileJson, FileText, GitBranch } from "lucide-react";
+import { BookOpen, ChevronLeft, ChevronRight, FileJson, FileText, GitBranch } from "lucide-react";
 
 // The line by a message: an answer's stats and export buttons, "‹ 2/3 ›" by a message with other versions,
-// and "continue in a new chat". One element per message: no extra message per answer to send or move.
+// "continue in a new chat", and the passages of documents the answer was given (each opens in the side view).
+// One element per message: no extra message per answer to send or move.
 const ICONS = { export_markdown: FileText, export_json: FileJson };
 
 export default function AnswerStats() {
@@ -22,8 +23,29 @@ export default function AnswerStats() {
     </Button>
   );
   const versions = props.versions;
+  const sources = props.sources;
   const to = (id) => id && act(versions.action, { id });
   return (
+    <div className="flex flex-col gap-1">
+    {sources && (
+      <div className="flex flex-wrap items-center gap-1 text-xs text-muted-foreground" data-testid="sources">
+        <BookOpen className="h-3.5 w-3.5" aria-hidden="true" />
+        <span className="mr-1">{sources.title}</span>
+        {sources.items.map(({ label, passage }, index) => (
+          <Button
+            key={passage}
+            variant="outline"
+            size="sm"
+            className="h-6 px-1.5 text-xs"
+            title={label}
+            data-testid="source"
+            onClick={act(sources.action, { passage })}
+          >
+            [{index + 1}] {label}
+          </Button>
+        ))}
+      </div>
+    )}
     <div className="flex flex-wrap items-center gap-1 text-xs text-muted-foreground" data-testid="message-line">
       {versions && (
         <span className="flex items-center" data-testid="versions">
@@ -56,6 +78,7 @@ export default function AnswerStats() {
         );
       })}
       {props.fork && iconButton(props.fork.label, GitBranch, "fork", act(props.fork.name, props.fork.payload))}
+    </div>
     </div>
   );
 }

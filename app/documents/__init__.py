@@ -1,0 +1,1 @@
+"""Documents too big to read whole: split into passages, indexed by the history database, retrieved per question."""

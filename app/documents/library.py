@@ -1,0 +1,222 @@
+"""Each user's documents: kept, listed, renamed, deleted, used in chats and searched, only ever by their user."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from app.chat.attachments import Attachment
+from app.chat.passages import Passage
+from app.documents.split import pieces
+from app.documents.terms import indexed, query_terms
+from app.history import passage_index
+from app.history.schema import chat_documents, documents, passages, timestamp, user_row, users
+from app.history.writer import Writer
+
+
+class Outcome(StrEnum):
+    """What became of a change to a user's documents."""
+
+    KEPT = "kept"
+    USED = "used"
+    RENAMED = "renamed"
+    DELETED = "deleted"
+    LIBRARY_FULL = "library_full"
+    CHAT_FULL = "chat_full"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One of a user's documents as its list shows it."""
+
+    id: str
+    name: str
+    pages: int
+    bytes: int
+    passages: int
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A document kept (its id), or why not."""
+
+    outcome: Outcome
+    document_id: str | None = None
+
+
+def passage_rows(document_id: str, file: Attachment) -> list[dict[str, Any]]:
+    """A file's passages as rows, segmented for the index (blocking: run in a thread)."""
+    paged = bool(file.pages)
+    found = pieces(file.pages if paged else [file.text], paged=paged)
+    return [
+        {
+            "document_id": document_id,
+            "ordinal": ordinal,
+            "page": piece.page,
+            "heading": piece.heading,
+            "text": piece.text,
+            "terms": indexed(f"{piece.heading}\n{piece.text}"),
+        }
+        for ordinal, piece in enumerate(found)
+    ]
+
+
+class Library:
+    """A user's documents; nothing here reads or writes another user's."""
+
+    def __init__(self, writer: Writer, *, most_bytes: int, per_chat: int) -> None:
+        self.writer = writer
+        # The most bytes of uploaded files one user keeps (LIBRARY_MAX_MB).
+        self.most_bytes = most_bytes
+        # The most documents one chat searches (DOCUMENTS_PER_CHAT).
+        self.per_chat = per_chat
+
+    async def keep(self, user: str, thread_id: str, file: Attachment) -> Kept:
+        """A file kept as a document of the user's, split and indexed, and used in the chat it was uploaded in."""
+        document_id = str(uuid.uuid4())
+        rows = await asyncio.to_thread(passage_rows, document_id, file)
+
+        def work(connection: Connection) -> Kept:
+            user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == user)).scalar()
+            if user_id is None:
+                return Kept(Outcome.NOT_FOUND)
+            kept = sa.select(sa.func.coalesce(sa.func.sum(documents.c.bytes), 0)).where(documents.c.user_id == user_id)
+            if connection.execute(kept).scalar_one() + file.size > self.most_bytes:
+                return Kept(Outcome.LIBRARY_FULL)
+            if self._chat_full(connection, thread_id):
+                return Kept(Outcome.CHAT_FULL)
+            pages = len(file.pages) or 1
+            row = {"id": document_id, "user_id": user_id, "name": file.name[:255], "type": file.type[:255]}
+            row |= {"bytes": file.size, "pages": pages, "thread_id": thread_id, "created_at": timestamp()}
+            connection.execute(sa.insert(documents), row)
+            if rows:
+                passage_index.add(connection, rows)
+            connection.execute(
+                sa.insert(chat_documents),
+                {"thread_id": thread_id, "document_id": document_id, "added_at": timestamp()},
+            )
+            return Kept(Outcome.KEPT, document_id)
+
+        result: Kept = await self.writer.write("keep a document", work)
+        return result
+
+    def _chat_full(self, connection: Connection, thread_id: str) -> bool:
+        """Whether the chat searches as many documents as it may."""
+        used = sa.select(sa.func.count()).select_from(chat_documents).where(chat_documents.c.thread_id == thread_id)
+        return (connection.execute(used).scalar() or 0) >= self.per_chat
+
+    async def use(self, user: str, thread_id: str, document_id: str) -> Outcome:
+        """One of the user's documents searched by a chat of theirs too."""
+
+        def work(connection: Connection) -> Outcome:
+            mine = sa.select(documents.c.id).where(documents.c.id == document_id, documents.c.user_id == user_row(user))
+            if connection.execute(mine).first() is None:
+                return Outcome.NOT_FOUND
+            there = chat_documents.c.thread_id == thread_id, chat_documents.c.document_id == document_id
+            if connection.execute(sa.select(chat_documents.c.thread_id).where(*there)).first() is not None:
+                return Outcome.USED
+            if self._chat_full(connection, thread_id):
+                return Outcome.CHAT_FULL
+            row = {"thread_id": thread_id, "document_id": document_id, "added_at": timestamp()}
+            connection.execute(sa.insert(chat_documents), row)
+            return Outcome.USED
+
+        return Outcome(await self.writer.write("use a document", work))
+
+    async def listed(self, user: str, thread_id: str | None = None) -> list[Document]:
+        """The user's documents by name; those a chat searches, given one."""
+        count = sa.select(sa.func.count()).where(passages.c.document_id == documents.c.id).scalar_subquery()
+        query = sa.select(documents.c.id, documents.c.name, documents.c.pages, documents.c.bytes, count.label("n"))
+        query = query.where(documents.c.user_id == user_row(user)).order_by(documents.c.name, documents.c.created_at)
+        if thread_id is not None:
+            in_chat = sa.select(chat_documents.c.document_id).where(chat_documents.c.thread_id == thread_id)
+            query = query.where(documents.c.id.in_(in_chat))
+        rows = await self.writer.read("list your documents", lambda connection: connection.execute(query).all())
+        return [Document(row.id, row.name, row.pages, row.bytes, row.n) for row in rows]
+
+    async def rename(self, user: str, document_id: str, name: str) -> Outcome:
+        """Give one of the user's documents another name."""
+        rename = (
+            sa.update(documents)
+            .where(documents.c.id == document_id, documents.c.user_id == user_row(user))
+            .values(name=name[:255])
+        )
+        renamed = await self.writer.write("rename a document", lambda connection: connection.execute(rename).rowcount)
+        return Outcome.RENAMED if renamed else Outcome.NOT_FOUND
+
+    async def delete(self, user: str, document_id: str) -> Outcome:
+        """One of the user's documents gone, with its passages, their index rows and its places in chats."""
+
+        def work(connection: Connection) -> Outcome:
+            mine = sa.select(documents.c.id).where(documents.c.id == document_id, documents.c.user_id == user_row(user))
+            if connection.execute(mine).first() is None:
+                return Outcome.NOT_FOUND
+            passage_index.remove(connection, [document_id])
+            return Outcome.DELETED
+
+        return Outcome(await self.writer.write("delete a document", work))
+
+    async def find(self, user: str, thread_id: str, texts: Sequence[str], limit: int) -> list[Passage]:
+        """The passages of the chat's documents (the user's own) best matching the texts, best first."""
+        terms = query_terms(*texts)
+        if not terms:
+            return []
+        scope = (
+            sa.select(documents.c.id)
+            .join(chat_documents, chat_documents.c.document_id == documents.c.id)
+            .where(chat_documents.c.thread_id == thread_id, documents.c.user_id == user_row(user))
+        )
+
+        def work(connection: Connection) -> list[Passage]:
+            ids = passage_index.search(connection, terms, scope, limit)
+            found = {passage.id: passage for passage in self._passages(connection, ids)}
+            return [found[i] for i in ids if i in found]
+
+        result: list[Passage] = await self.writer.read("search your documents", work)
+        return result
+
+    async def passage(self, user: str, passage_id: int) -> Passage | None:
+        """One passage of the user's documents (None: no such passage of theirs)."""
+        mine = sa.select(documents.c.id).where(documents.c.user_id == user_row(user))
+
+        def work(connection: Connection) -> list[Passage]:
+            return self._passages(connection, [passage_id], mine)
+
+        found: list[Passage] = await self.writer.read("open a passage", work)
+        return found[0] if found else None
+
+    @staticmethod
+    def _passages(connection: Connection, ids: Sequence[int], scope: sa.Select[Any] | None = None) -> list[Passage]:
+        """Passages by id, with their documents' names."""
+        query = (
+            sa.select(passages.c.id, documents.c.name, passages.c.page, passages.c.heading, passages.c.text)
+            .join(documents, documents.c.id == passages.c.document_id)
+            .where(passages.c.id.in_(list(ids)))
+        )
+        if scope is not None:
+            query = query.where(passages.c.document_id.in_(scope))
+        return [Passage(row.id, row.name, row.page, row.heading, row.text) for row in connection.execute(query)]
+
+    def finder(self, user: str, thread_id: str) -> ChatDocuments:
+        """The documents one chat of the user's searches."""
+        return ChatDocuments(self, user, thread_id)
+
+
+@dataclass(frozen=True)
+class ChatDocuments:
+    """One chat's documents, searched for its questions (the chat core's Finder)."""
+
+    library: Library
+    user: str
+    thread_id: str
+
+    async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
+        return await self.library.find(self.user, self.thread_id, texts, limit)

@@ -1,0 +1,57 @@
+"""Documents: each user's indexed files, their passages in the database's full-text index, and their chats."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from app.history import passage_index
+
+revision = "0004_documents"
+down_revision = "0003_presets"
+
+
+def upgrade() -> None:
+    op.create_table(
+        "documents",
+        sa.Column("id", sa.String(36), primary_key=True),
+        sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+        sa.Column("name", sa.String(255), nullable=False),
+        sa.Column("type", sa.String(255), nullable=False),
+        sa.Column("bytes", sa.Integer, nullable=False),
+        sa.Column("pages", sa.Integer, nullable=False),
+        sa.Column("thread_id", sa.String(36), index=True),
+        sa.Column("created_at", sa.String(40), nullable=False),
+    )
+    op.create_table(
+        "passages",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column(
+            "document_id", sa.String(36), sa.ForeignKey("documents.id", ondelete="CASCADE"), nullable=False, index=True
+        ),
+        sa.Column("ordinal", sa.Integer, nullable=False),
+        sa.Column("page", sa.Integer),
+        sa.Column("heading", sa.Text, nullable=False),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("terms", sa.Text, nullable=False),
+    )
+    op.create_table(
+        "chat_documents",
+        sa.Column("thread_id", sa.String(36), primary_key=True),
+        sa.Column(
+            "document_id",
+            sa.String(36),
+            sa.ForeignKey("documents.id", ondelete="CASCADE"),
+            primary_key=True,
+            index=True,
+        ),
+        sa.Column("added_at", sa.String(40), nullable=False),
+    )
+    passage_index.create(op.get_bind())
+
+
+def downgrade() -> None:
+    passage_index.drop(op.get_bind())
+    op.drop_table("chat_documents")
+    op.drop_table("passages")
+    op.drop_table("documents")
