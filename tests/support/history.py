@@ -11,7 +11,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.history.database import create_engine, database_url
-from app.history.schema import elements, feedbacks, steps, threads
+from app.history.schema import (
+    PASSAGE_TERMS,
+    chat_documents,
+    documents,
+    elements,
+    feedbacks,
+    passages,
+    steps,
+    threads,
+)
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment
 
@@ -55,6 +64,24 @@ async def stored_rows(app: ChatApp, thread_id: str) -> dict[str, int]:
                 column = table.c.id if table is threads else table.c.thread_id
                 query = sa.select(sa.func.count()).select_from(table).where(column == thread_id)
                 counts[table.name] = int(connection.execute(query).scalar() or 0)
+            return counts
+    finally:
+        engine.dispose()
+
+
+async def stored_documents(app: ChatApp) -> dict[str, int]:
+    """Rows the history database holds for the users' documents, per table, the full-text index included."""
+    engine = create_engine(database_url(app.extra_env.get("DATABASE_URL", ""), app.data_dir or ROOT))
+    try:
+        with engine.connect() as connection:
+            counts = {
+                table.name: int(connection.execute(sa.select(sa.func.count()).select_from(table)).scalar() or 0)
+                for table in (documents, passages, chat_documents)
+            }
+            if connection.dialect.name == "sqlite":
+                counts[PASSAGE_TERMS] = int(
+                    connection.execute(sa.text(f"SELECT count(*) FROM {PASSAGE_TERMS}")).scalar() or 0
+                )
             return counts
     finally:
         engine.dispose()

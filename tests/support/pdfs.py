@@ -36,3 +36,30 @@ def pdf(text: str | None = None, *, image: bool = False, password: str = "") -> 
     buffer = io.BytesIO()
     writer.write(buffer)
     return buffer.getvalue()
+
+
+def paged_pdf(pages: list[list[str]]) -> bytes:
+    """A PDF of several pages, each of the given lines (Latin-1) in Helvetica, top to bottom."""
+    writer = PdfWriter()
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    fonts = DictionaryObject({NameObject("/F1"): writer._add_object(font)})
+    for lines in pages:
+        page = writer.add_blank_page(width=612, height=792)
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): fonts})
+        drawn = ["BT /F1 10 Tf 14 TL 50 750 Td"]
+        for line in lines:
+            escaped = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+            drawn.append(f"({escaped}) Tj T*")
+        drawn.append("ET")
+        content = DecodedStreamObject()
+        content.set_data("\n".join(drawn).encode("latin-1"))
+        page[NameObject("/Contents")] = writer._add_object(content)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()

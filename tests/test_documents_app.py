@@ -1,0 +1,112 @@
+"""Documents too long for the window, against the running app, the real vLLM and the real history (socket.io)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.support.chat_client import ChatClient
+from tests.support.documents import (
+    CHINESE_NEEDLE,
+    CHINESE_QUESTION,
+    ENGLISH_NEEDLE,
+    ENGLISH_QUESTION,
+    FOLLOW_UP,
+    NEEDLE_PAGE,
+    chinese_manual,
+    english_manual,
+)
+from tests.support.history import answer_of, reopened_after_a_restart, started_chat, stored_documents
+from tests.support.servers import VllmServer
+from tests.support.versions import sent_prompt
+
+pytestmark = pytest.mark.app
+INTRO = "Passages from the documents of this chat"
+
+
+async def attach(tab: ChatClient, name: str, data: bytes, mime: str) -> str:
+    """Upload a file as the page does; its id for the message."""
+    status, reply = await tab.upload(name, data, mime)
+    assert status == 200, reply
+    return str(reply["id"])
+
+
+async def asked(tab: ChatClient, vllm: VllmServer, question: str, files: tuple[str, ...] = ()) -> tuple[str, dict]:
+    """Ask; the prompt vLLM received for it, and the answer."""
+    before = len(vllm.logged_requests())
+    answer = answer_of(await tab.ask(question, files=files))
+    return sent_prompt(vllm, before), answer
+
+
+async def opened(tab: ChatClient, passage: int) -> str:
+    """Click a source under an answer; the text the side view shows."""
+    mark = len(tab.events)
+    status, _ = await tab.click({"name": "open_source", "payload": {"passage": passage}})
+    assert status == 200
+    await tab.wait_for(lambda: tab.events_since(mark, "set_sidebar_elements"), 30)
+    [element] = tab.events_since(mark, "set_sidebar_elements")[-1]["elements"]
+    status, content = await tab.rest("GET", f"/project/file/{element['chainlitKey']}?session_id={tab.session_id}")
+    assert status == 200
+    return str(content)
+
+
+async def test_a_document_too_long_for_the_window_is_answered_from_its_passages_with_sources(pair_app, vllm):
+    ann = await started_chat(pair_app, credentials=("ann", "ann-password"))
+    manual = await attach(ann, "manual.pdf", english_manual(), "application/pdf")
+    mark = len(ann.events)
+    prompt, answer = await asked(ann, vllm, ENGLISH_QUESTION, (manual,))
+    assert INTRO in prompt and ENGLISH_NEEDLE in prompt and f"manual.pdf, page {NEEDLE_PAGE}" in prompt
+    assert prompt.count("Chapter") < 15  # passages, not the 30 pages
+    sources = answer["metadata"]["sources"]
+    assert any(source["page"] == NEEDLE_PAGE and source["document"] == "manual.pdf" for source in sources)
+    line = ann.element("AnswerStats", answer["id"])
+    assert line is not None and f"manual.pdf, p. {NEEDLE_PAGE}" in [item["label"] for item in line["sources"]["items"]]
+    # The page gets the document's name, not its text: the question's record names the document it was kept as.
+    question = next(m for m in ann.page() if m["type"] == "user_message")
+    [record] = question["metadata"]["files"]
+    assert set(record) == {"name", "type", "document"} and record["name"] == "manual.pdf"
+    assert not any("Chapter 29" in str(data) for _event, data in ann.events[mark:])
+
+    prompt, _ = await asked(ann, vllm, FOLLOW_UP)  # names nothing: the question before it finds the passage
+    assert ENGLISH_NEEDLE in prompt
+    needle = next(s["passage"] for s in sources if s["page"] == NEEDLE_PAGE)
+    assert ENGLISH_NEEDLE in await opened(ann, needle)
+
+    ben = await started_chat(pair_app, credentials=("ben", "ben-password"))
+    prompt, _ = await asked(ben, vllm, ENGLISH_QUESTION)  # ann's passages never reach the model for ben
+    assert INTRO not in prompt and ENGLISH_NEEDLE not in prompt
+    assert ENGLISH_NEEDLE not in await opened(ben, needle)  # nor open for him
+
+    kept = await stored_documents(pair_app)
+    status, _ = await ann.rest("DELETE", "/project/thread", {"threadId": ann.thread_id_started})
+    assert status == 200
+    await asyncio.sleep(0.5)
+    gone = await stored_documents(pair_app)
+    assert kept["documents"] == gone["documents"] + 1 and kept["passages"] > gone["passages"]
+    assert gone.get("passage_terms", gone["passages"]) == gone["passages"]  # no index row left behind
+    for tab in (ann, ben):
+        await tab.close()
+
+
+@pytest.mark.postgres
+async def test_a_chinese_question_finds_its_passage_in_postgresql_and_after_a_restart(pg_app, vllm):
+    tab = await started_chat(pg_app)
+    manual = await attach(tab, "manual-zh.txt", chinese_manual(), "text/plain")
+    prompt, answer = await asked(tab, vllm, CHINESE_QUESTION, (manual,))
+    assert CHINESE_NEEDLE in prompt and "manual-zh.txt" in prompt
+    assert answer["metadata"]["sources"][0]["document"] == "manual-zh.txt"
+    again = await reopened_after_a_restart(pg_app, tab)
+    prompt, _ = await asked(again, vllm, "保修卡要怎么处理？")
+    assert CHINESE_NEEDLE in prompt
+    await again.close()
+
+
+async def test_a_file_that_fits_is_read_whole_as_before(pair_app, vllm):
+    ann = await started_chat(pair_app, credentials=("ann", "ann-password"))
+    note = await attach(ann, "note.txt", b"The gate code is 4417.", "text/plain")
+    prompt, _ = await asked(ann, vllm, "What is the gate code?", (note,))
+    assert "The gate code is 4417." in prompt and INTRO not in prompt
+    question = next(m for m in ann.page() if m["type"] == "user_message")
+    assert question["metadata"]["files"][0]["text"] == "The gate code is 4417."
+    await ann.close()
