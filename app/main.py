@@ -14,7 +14,7 @@ from app.chat.preferences import Preferences, apply_changes
 from app.chat.tab import Tab
 from app.config import get_settings
 from app.i18n import text
-from app.page import lifecycle, seam
+from app.page import library_page, lifecycle, seam
 from app.page.answer_controls import FORK, SHOW_VERSION
 from app.page.exports import send_export
 from app.page.forks import fork
@@ -59,6 +59,7 @@ async def on_chat_start() -> None:
     chat = Tab(preferences=preferences, lang=lang, user=user)
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
+    await library_page.offer(chat, APP.library)
     await greet(chat, APP.backend, APP.settings)
 
 
@@ -72,6 +73,7 @@ async def on_chat_resume(thread: ThreadDict) -> None:
     chat.user = seam.tab_user()
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
+    await library_page.offer(chat, APP.library)
 
 
 @seam.instead_of_chainlit("chat_settings_change")
@@ -94,8 +96,13 @@ async def on_settings_change(changes: Any) -> dict[str, list[str]]:
 @cl.on_message
 async def on_message(message: cl.Message) -> None:
     """Answer a message typed in the composer, at the end of the branch shown."""
-    if (chat := lifecycle.current()) is not None:
-        await APP.pipeline.ask(chat, message, chat.branches.leaf())
+    if (chat := lifecycle.current()) is None:
+        return
+    if message.command == library_page.DOCUMENTS_COMMAND:
+        await APP.pipeline.aside(message)
+        await library_page.show_library(chat, APP.library)
+        return
+    await APP.pipeline.ask(chat, message, chat.branches.leaf())
 
 
 @seam.instead_of_chainlit("edit_message")
@@ -158,6 +165,27 @@ async def on_open_source(action: cl.Action) -> None:
     """A source under an answer: its passage in the side view."""
     if (chat := lifecycle.current()) is not None:
         await open_source(chat, APP.library, action.payload)
+
+
+@cl.action_callback(library_page.USE)
+async def on_use_document(action: cl.Action) -> None:
+    """A listed document: searched by this chat from now on."""
+    if (chat := lifecycle.current()) is not None:
+        await library_page.act(chat, APP.library, library_page.USE, action.payload)
+
+
+@cl.action_callback(library_page.RENAME)
+async def on_rename_document(action: cl.Action) -> None:
+    """A listed document given the name typed in its place."""
+    if (chat := lifecycle.current()) is not None:
+        await library_page.act(chat, APP.library, library_page.RENAME, action.payload)
+
+
+@cl.action_callback(library_page.DELETE)
+async def on_delete_document(action: cl.Action) -> None:
+    """A listed document deleted, with its passages."""
+    if (chat := lifecycle.current()) is not None:
+        await library_page.act(chat, APP.library, library_page.DELETE, action.payload)
 
 
 @cl.action_callback("export_markdown")

@@ -102,27 +102,27 @@ async def test_files_reach_the_model_under_their_names_and_stay_with_the_chat(fi
     await deleter.close()
 
 
-async def test_a_file_too_long_for_the_window_is_refused_with_its_tokens_and_the_room_left(small_app, small_vllm):
-    tab = await started_chat(small_app)
+async def test_with_the_history_off_a_file_too_long_for_the_window_is_refused_with_its_numbers(strict_app, vllm):
+    tab = await started_chat(strict_app)  # with the history on, it would be kept as a document and searched
     await tab.change_settings({"system_prompt": SYSTEM})
-    long_text = "Every line of this file is long enough to fill the tiny window quickly.\n" * 30
+    long_text = "Every line of this file is long enough to fill the window quickly.\n" * 400
     files = (await attach(tab, "short.txt", b"Short.\n"), await attach(tab, "long.txt", long_text.encode()))
-    before = len(small_vllm.logged_requests())
+    before = len(vllm.logged_requests())
     produced = await tab.ask("Summarize.", files=files)
     system = {"role": "system", "content": SYSTEM}
     only_short = seen([("short.txt", "Short.\n")], "Summarize.")
-    with_short = small_vllm.count_chat_tokens([system, {"role": "user", "content": only_short}])
+    with_short = vllm.count_chat_tokens([system, {"role": "user", "content": only_short}])
     with_both = seen([("short.txt", "Short.\n"), ("long.txt", long_text)], "Summarize.")
-    tokens = small_vllm.count_chat_tokens([system, {"role": "user", "content": with_both}]) - with_short
-    room = 256 - 8 - with_short  # the window, less the shortest answer worth asking for (max tokens 8)
+    tokens = vllm.count_chat_tokens([system, {"role": "user", "content": with_both}]) - with_short
+    room = 4096 - 8 - with_short  # the window, less the shortest answer worth asking for (max tokens 8)
     errors = [m["output"] for m in produced if m.get("isError")]
     assert errors == [
         f"long.txt is too long for the model's window: it needs {tokens} tokens and only {room} are left for it. "
         "Nothing was sent; attach a shorter file."
     ]
-    assert len(small_vllm.logged_requests()) == before  # nothing reached the model
+    assert len(vllm.logged_requests()) == before  # nothing reached the model
     answer_of(await tab.ask("Hello?"))
-    assert sent_prompt(small_vllm, before) == small_vllm.render([system, {"role": "user", "content": "Hello?"}])
+    assert sent_prompt(vllm, before) == vllm.render([system, {"role": "user", "content": "Hello?"}])
     await tab.close()
 
 
@@ -159,10 +159,10 @@ async def test_a_file_of_a_type_not_allowed_is_refused_at_upload(chat_app):
 async def test_an_upload_over_the_limit_is_refused_before_it_is_read(files_app):
     tab = await user_tab(files_app, "ben")
     before = rss_kb(files_app)
-    for size in (5_000_000, 1_500_000):  # the second is under MAX_REQUEST_MB: the upload's own limit refuses it
+    for size in (50_000_000, 20_100_000):  # the second is just over: the upload's own limit, not MAX_REQUEST_MB
         status, reply = await tab.upload("big.txt", b"x" * size)
-        assert status == 413 and reply == {"detail": "File over the limit of 1 MB (UPLOAD_MAX_MB)"}
-    assert rss_kb(files_app) - before < 2_000  # kilobytes: the 5 MB were never held
+        assert status == 413 and reply == {"detail": "File over the limit of 20 MB (UPLOAD_MAX_MB)"}
+    assert rss_kb(files_app) - before < 2_000  # kilobytes: the 50 MB were never held
     await tab.close()
 
 
@@ -217,7 +217,8 @@ async def test_another_user_never_gets_my_file_or_its_text(files_app, vllm):
 @pytest.fixture(scope="module")
 def strict_app(vllm: VllmServer) -> Iterator[ChatApp]:
     """The app with the history off, text files only and two files a message."""
-    app = ChatApp(vllm, extra_env={"HISTORY": "false", "UPLOAD_TYPES": ".txt", "UPLOAD_MAX_FILES": "2"})
+    settings = {"HISTORY": "false", "UPLOAD_TYPES": ".txt", "UPLOAD_MAX_FILES": "2", "UPLOAD_MAX_MB": "1"}
+    app = ChatApp(vllm, extra_env=settings)
     with running(app):
         yield app
 

@@ -6,13 +6,13 @@ import platform
 import random
 import re
 import struct
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
 from pydoc_data.topics import topics as PYDOC_TOPICS
 
 PAGE_CHARS = 3000
-# A few thousand words per English document: small help topics are merged until a document is this long.
+# A few thousand words per English document: small help topics are gathered until a document is this long.
 DOCUMENT_CHARS = 20000
 # Several messages to a Chinese paragraph: one short line alone would read as a heading to a splitter.
 PARAGRAPH_CHARS = 400
@@ -26,25 +26,27 @@ ENGLISH_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 CHINESE_END = re.compile(r"(?<=[。！？；])")
 WORD = re.compile(r"[A-Za-z_][\w'’]*")
 PROSE = re.compile(r"[A-Z][^<>{}|=\n]*[a-z)\"”]\.")
-STOPWORDS = frozenset(
-    "a about above after again all also an and any are as at be because been before being both but by can cannot "
-    "could did do does doing done each either else for from further had has have having here how however if in "
-    "into is it its itself just may might more most must no nor not now of off on once one only or other otherwise "
-    "our out over own same see shall should so some such than that the their them then there these they this those "
-    "through thus to too under until up upon used uses using very via was way we were what when where whether which "
-    "while who whom why will with within without would yet you your".split()
+# Version notes differ only in a number: a question could not tell them apart.
+NOTES = ("New in version", "Changed in version", "Deprecated since")
+# Words of one or two letters are never content words; these longer ones are not either.
+ENGLISH_STOPWORDS = (
+    "about after all also and any are because been before being both but can could did does each else for from had "
+    "has have here how however into its may might more most must not now one only other our out over same see should "
+    "some such than that the their them then there these they this those thus under upon use used uses using very was "
+    "way were what when where whether which while who why will with within without would you your"
 )
-# Function words that end a Chinese phrase, and prepositions that open one ("在", "对" are also inside words).
-PARTICLES = "的了和与及或是把被但也都就而"
-PREPOSITIONS = "在为从将于当以"
+STOPWORDS = frozenset(ENGLISH_STOPWORDS.split())
+# Without a segmenter, function words and non-Chinese text are where a Chinese phrase visibly ends; these
+# prepositions and measure words open one ("在数据库", "%d个参数") and are dropped from its start.
+PARTICLES = re.compile("[的了和与及或是把被但也都就而]")
+PREPOSITIONS = "在为从将于以个"
 ENGLISH_TEMPLATES = (
-    "What does the text say about {}?",
-    "Where is {} explained?",
-    "What was that part about {}?",
-    "Can you find what it says about {}?",
-    "I remember something about {}. What exactly?",
+    "What does the text say about {}?|Which part explains {}?|What was that part about {}?|"
+    "Can you find what it says about {}?|I remember something about {}. What exactly?"
 )
-CHINESE_TEMPLATES = ("文中关于{}是怎么说的？", "哪里提到了{}？", "{}那部分讲的是什么？", "关于{}，文档里写了什么？", "我记得有一段讲{}，具体是怎么说的？")
+CHINESE_TEMPLATES = (
+    "文中关于{}是怎么说的？|哪里提到了{}？|{}那部分讲的是什么？|关于{}，文档里写了什么？|我记得有一段讲{}，具体怎么说？"
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def corpus(language: str, *, questions: int = 100, seed: int = 0) -> Corpus:
         how = "4-7 content words of the sentence in an English question"
     elif language == "zh":
         documents, origin = chinese_documents()
-        how = "2-3 fragments of 2-6 characters of the sentence in a Chinese question"
+        how = "2-3 phrases of the sentence in a Chinese question"
     else:
         raise ValueError(f"no corpus in {language!r}: 'en' or 'zh'")
     asked = pick(documents, language, questions, random.Random(seed))
@@ -90,28 +92,30 @@ def corpus(language: str, *, questions: int = 100, seed: int = 0) -> Corpus:
 
 
 def english_documents() -> tuple[list[Document], str]:
-    """Python's own help topics (pydoc_data, the reference manual as plain text), merged into documents."""
+    """Python's own help topics (pydoc_data: the reference manual as plain text), gathered into documents."""
     seen: set[str] = set()
-    kept: list[tuple[str, list[str]]] = []
-    # Largest first: some topics are sections of bigger ones, and the whole section is the one to keep.
+    kept: dict[str, list[str]] = {}
+    # Largest first: some topics are sections of bigger ones, and the whole is the one to keep.
     for key in sorted(PYDOC_TOPICS, key=lambda k: (-len(PYDOC_TOPICS[k]), k)):
         blocks = [unwrap(block) for block in BLANK_LINES.split(PYDOC_TOPICS[key].strip()) if block.strip()]
-        long = [block for block in blocks if len(block) > 60]  # "Note:" and the like repeat without copying a topic
+        long = [block for block in blocks if len(block) > 60]  # "Note:" and the like repeat in topics of their own
         if sum(block in seen for block in long) * 2 <= len(long):
             seen.update(long)
-            kept.append((key, blocks))
-    # A big topic is a document of its own; the small ones, in name order, are gathered into documents.
-    groups: list[list[tuple[str, list[str]]]] = [[]]
-    for topic in sorted(kept, key=lambda topic: (chars([topic]) >= DOCUMENT_CHARS, topic[0])):
-        if chars(groups[-1]) >= DOCUMENT_CHARS or chars([topic]) >= DOCUMENT_CHARS:
+            kept[key] = blocks
+    size = {key: sum(map(len, blocks)) for key, blocks in kept.items()}
+    # Small topics are gathered (in name order, so related ones meet) until a document is a few thousand words.
+    groups: list[list[str]] = [[]]
+    for key in sorted(kept, key=lambda k: (size[k] >= DOCUMENT_CHARS, k)):
+        if sum(size[k] for k in groups[-1]) >= DOCUMENT_CHARS or size[key] >= DOCUMENT_CHARS:
             groups.append([])
-        groups[-1].append(topic)
+        groups[-1].append(key)
     documents = [
         Document(
-            f"python-{group[0][0]}.txt" if len(group) == 1 else f"python-{group[0][0]}-to-{group[-1][0]}.txt",
-            paginate([block for _, blocks in group for block in blocks]),
+            f"python-{'-to-'.join(dict.fromkeys((group[0], group[-1])))}.txt",
+            gather([b for k in group for b in kept[k]], PAGE_CHARS, "\n\n"),
         )
         for group in groups
+        if group
     ]
     origin = (
         f"Python {platform.python_version()}'s pydoc_data.topics (the reference manual behind help(), shipped with "
@@ -120,23 +124,20 @@ def english_documents() -> tuple[list[Document], str]:
     return documents, origin
 
 
-def chars(topics: list[tuple[str, list[str]]]) -> int:
-    """How many characters the topics' blocks hold."""
-    return sum(len(block) for _, blocks in topics for block in blocks)
-
-
 def unwrap(block: str) -> str:
-    """A block with each wrapped prose paragraph on one line; short lines, bullets, tables and underlines kept."""
+    """A block with each wrapped paragraph on one line; code, bullets, tables and underlines kept as they are."""
     lines = block.split("\n")
+    if any(line.lstrip().startswith(">>>") for line in lines):  # an interactive session: all of it is code
+        return block
     out, last = [lines[0]], lines[0]
     for line in lines[1:]:
-        text = last.lstrip()
+        text, next_text = last.lstrip(), line.lstrip()
         bullet = BULLET.match(text)
         column = len(last) - len(text) + (bullet.end() if bullet else 0)
         # A filled paragraph's lines run to about 70 columns; code and headings stop short.
-        wrapped = len(last.rstrip()) >= 55 and text[:1] not in "+|" and line.lstrip()[:1] not in "+|=*-~^>"
-        if wrapped and line.strip() and len(line) - len(line.lstrip()) == column and not BULLET.match(line.lstrip()):
-            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+        wrapped = len(last.rstrip()) >= 55 and text[:1] not in "+|" and next_text[:1] not in "+|=*-~^>"
+        if wrapped and next_text and len(line) - len(next_text) == column and not BULLET.match(next_text):
+            out[-1] = f"{out[-1].rstrip()} {next_text}"
         else:
             out.append(line)
         last = line
@@ -149,14 +150,10 @@ def chinese_documents() -> tuple[list[Document], str]:
     if not majors:
         raise FileNotFoundError(f"no PostgreSQL catalog in {CATALOGS}: install PostgreSQL (tools/install_services.sh)")
     paths = [path for path in sorted(CATALOGS.glob(f"*-{majors[-1]}.mo")) if b"postgresql.org" in path.read_bytes()]
-    documents = []
-    for path in paths:
-        paragraphs = [""]
-        for message in dict.fromkeys(message for message in catalog(path) if CJK.search(message)):
-            if paragraphs[-1] and len(paragraphs[-1]) + len(message) > PARAGRAPH_CHARS:
-                paragraphs.append("")
-            paragraphs[-1] = f"{paragraphs[-1]}\n{message}" if paragraphs[-1] else message
-        documents.append(Document(f"{path.stem}.txt", paginate(paragraphs)))
+    documents = [
+        Document(f"{path.stem}.txt", gather(gather(catalog(path), PARAGRAPH_CHARS, "\n"), PAGE_CHARS, "\n\n"))
+        for path in paths
+    ]
     origin = (
         f"PostgreSQL {majors[-1]}'s zh_CN message catalogs ({CATALOGS}/*-{majors[-1]}.mo, from Debian's postgresql, "
         f"postgresql-client and libpq5 packages): {len(paths)} catalogs, their translated messages in file order"
@@ -165,34 +162,35 @@ def chinese_documents() -> tuple[list[Document], str]:
 
 
 def catalog(path: Path) -> list[str]:
-    """The translated messages of a gettext .mo file in its order (the first plural form; no header)."""
+    """The distinct Chinese messages of a gettext .mo file in its order (of a plural, the first form)."""
     data = path.read_bytes()
     order = "<" if data[:4] == b"\xde\x12\x04\x95" else ">"
     count, originals, translations = struct.unpack(f"{order}3I", data[8:20])
     messages = []
     for index in range(count):
-        (original_size,) = struct.unpack(f"{order}I", data[originals + 8 * index : originals + 8 * index + 4])
-        size, offset = struct.unpack(f"{order}2I", data[translations + 8 * index : translations + 8 * index + 8])
-        if original_size:  # the empty message id carries the catalog's header
-            messages.append("\n".join(line.rstrip() for line in data[offset : offset + size].decode().split("\0")[0].strip("\n").split("\n")))
-    return messages
+        (original_size,) = struct.unpack_from(f"{order}I", data, originals + 8 * index)
+        size, offset = struct.unpack_from(f"{order}2I", data, translations + 8 * index)
+        text = data[offset : offset + size].decode().split("\0")[0].strip("\n")
+        if original_size and CJK.search(text):  # the empty message id carries the catalog's header
+            messages.append("\n".join(line.rstrip() for line in text.split("\n")))
+    return list(dict.fromkeys(messages))
 
 
-def paginate(paragraphs: list[str]) -> list[str]:
-    """Paragraphs gathered into pages of about PAGE_CHARS characters, cut only between paragraphs."""
-    pages = [""]
-    for paragraph in paragraphs:
-        if pages[-1] and len(pages[-1]) + len(paragraph) + 2 > PAGE_CHARS:
-            pages.append("")
-        pages[-1] = f"{pages[-1]}\n\n{paragraph}" if pages[-1] else paragraph
-    return pages
+def gather(parts: list[str], most: int, joint: str) -> list[str]:
+    """The parts in order, joined into pieces of about `most` characters (a longer part is a piece alone)."""
+    pieces = [""]
+    for part in parts:
+        if pieces[-1] and len(pieces[-1]) + len(joint) + len(part) > most:
+            pieces.append("")
+        pieces[-1] = f"{pieces[-1]}{joint}{part}" if pieces[-1] else part
+    return pieces
 
 
 def sentences(language: str, page: str) -> list[str]:
-    """The page's sentences distinctive enough to be an answer (prose, long enough, on one line)."""
+    """The page's sentences fit to be an answer: prose, long enough, on one line."""
     if language == "en":
         found = [part.strip() for line in page.split("\n") for part in ENGLISH_END.split(line.strip())]
-        return [s for s in found if 40 <= len(s) <= 240 and PROSE.fullmatch(s) and ">>>" not in s]
+        return [s for s in found if 40 <= len(s) <= 240 and PROSE.fullmatch(s) and not s.startswith(NOTES)]
     found = [part.strip() for line in page.split("\n") for part in CHINESE_END.split(line)]
     return [s for s in found if len(CJK.findall(s)) >= 12 and len(s) <= 100]
 
@@ -203,17 +201,17 @@ def pick(documents: list[Document], language: str, count: int, rng: random.Rando
     for document in documents:
         found = [s for page in document.pages for s in sentences(language, page)]
         rng.shuffle(found)
-        # A document's i-th of n sentences comes at about i/n: documents interleave, each in proportion to its size.
+        # A document's i-th of n sentences comes at about i/n: documents interleave, each as often as it is big.
         ranked += [((index + rng.random()) / len(found), document.name, s) for index, s in enumerate(found)]
+    everything = "\0".join(page for document in documents for page in document.pages)
+    common = ngrams(everything) if language == "zh" else Counter()
     asked: list[Question] = []
     for _, name, answer in sorted(ranked):
         if len(asked) == count:
             break
-        if sum(page.count(answer) for document in documents for page in document.pages) != 1:
-            continue
-        text = english_question(answer, rng) if language == "en" else chinese_question(answer, rng)
-        if text is not None:
-            asked.append(Question(text, answer, name))
+        if everything.count(answer) == 1:
+            text = english_question(answer, rng) if language == "en" else chinese_question(answer, rng, common)
+            asked += [Question(text, answer, name)] if text else []
     if len(asked) < count:
         raise ValueError(f"only {len(asked)} questions to be had in {language!r}, not {count}")
     return asked
@@ -225,46 +223,33 @@ def english_question(sentence: str, rng: random.Random) -> str | None:
     words = [w.lower() if w.istitle() else w for w in words if len(w) > 2]
     if len(words) < 5:
         return None
-    # At least one content word forgotten, as a person half remembering the sentence would.
+    # At least one content word forgotten, as by a person half remembering the sentence.
     chosen = [words[i] for i in sorted(rng.sample(range(len(words)), rng.randint(4, min(7, len(words) - 1))))]
     swap = rng.randrange(len(chosen) - 1)
     chosen[swap], chosen[swap + 1] = chosen[swap + 1], chosen[swap]
-    return rng.choice(ENGLISH_TEMPLATES).format(f"{', '.join(chosen[:-1])} and {chosen[-1]}")
+    return rng.choice(ENGLISH_TEMPLATES.split("|")).format(f"{', '.join(chosen[:-1])} and {chosen[-1]}")
 
 
-def chinese_question(sentence: str, rng: random.Random) -> str | None:
+def chinese_question(sentence: str, rng: random.Random, common: Counter[str]) -> str | None:
     """A question naming two or three 2-6 character phrases of the sentence; None if it has fewer than two."""
-    # Without a segmenter, function words and non-Chinese text are where phrases visibly end.
-    phrases = [p.lstrip(PREPOSITIONS) for run in CJK_RUN.findall(sentence) for p in re.split(f"[{PARTICLES}]", run)]
-    phrases = list(dict.fromkeys(p if len(p) <= 6 else p[:4] if rng.random() < 0.5 else p[-4:] for p in phrases))
-    phrases = [p for p in phrases if len(p) >= 2]
-    if len(phrases) < 2:
-        return None
-    chosen = sorted(rng.sample(range(len(phrases)), min(len(phrases), rng.choice((2, 3)))))
-    fragments = [phrases[i] for i in chosen]
+    phrases: list[str] = []
+    for part in (p.lstrip(PREPOSITIONS) for run in CJK_RUN.findall(sentence) for p in PARTICLES.split(run)):
+        # Of a long phrase, the longest piece that recurs elsewhere in the corpus: likely a word or a set phrase.
+        pieces = [part[i : i + n] for n in (4, 3, 2) for i in range(len(part) - n + 1) if common[part[i : i + n]] > 2]
+        phrase = part if len(part) <= 6 else rng.choice([p for p in pieces if len(p) == len(pieces[0])] or [""])
+        if len(phrase) >= 2 and not any(phrase in other or other in phrase for other in phrases):
+            phrases.append(phrase)
     # No more than 3/5 of the sentence named: the question must not quote it.
-    while len(fragments) > 2 and sum(map(len, fragments)) > len(CJK.findall(sentence)) * 3 // 5:
-        fragments.pop(rng.randrange(len(fragments)))
-    if sum(map(len, fragments)) > len(CJK.findall(sentence)) * 3 // 5:
+    want, budget, fragments = rng.choice((2, 3)), len(CJK.findall(sentence)) * 3 // 5, list[str]()
+    for phrase in rng.sample(phrases, len(phrases)):
+        if len(fragments) < want and sum(map(len, fragments)) + len(phrase) <= budget:
+            fragments.append(phrase)
+    if len(fragments) < 2:
         return None
-    if rng.random() < 0.3:
-        fragments.reverse()
-    return rng.choice(CHINESE_TEMPLATES).format(f"{'、'.join(fragments[:-1])}和{fragments[-1]}")
+    fragments.sort(key=sentence.index, reverse=rng.random() < 0.3)
+    return rng.choice(CHINESE_TEMPLATES.split("|")).format(f"{'、'.join(fragments[:-1])}和{fragments[-1]}")
 
 
-def main() -> None:
-    """Print each corpus's size and a few of its questions."""
-    for language in ("en", "zh"):
-        built = corpus(language)
-        chars = sum(len(page) for document in built.documents for page in document.pages)
-        cjk = sum(len(CJK.findall(page)) for document in built.documents for page in document.pages)
-        print(f"{language}: {len(built.documents)} documents, {chars} characters ({cjk} CJK), {len(built.questions)} questions")
-        print(f"  source: {built.source}")
-        for document in built.documents:
-            print(f"  {document.name}: {len(document.pages)} pages, {sum(map(len, document.pages))} characters")
-        for question in built.questions[:: len(built.questions) // 3][:3]:
-            print(f"  Q: {question.text}\n  A: {question.answer}  [{question.document}]")
-
-
-if __name__ == "__main__":
-    main()
+def ngrams(text: str) -> Counter[str]:
+    """How often each run of 2-4 Chinese characters occurs in the text."""
+    return Counter(run[i : i + n] for run in CJK_RUN.findall(text) for n in (2, 3, 4) for i in range(len(run) - n + 1))

@@ -116,6 +116,10 @@ class Pipeline:
                 kept[index] = file.kept_as(outcome.document_id)
         return kept
 
+    async def aside(self, message: cl.Message) -> None:
+        """A message that is no question (a command): kept outside the conversation."""
+        await place(message, None, dict(message.metadata or {}))
+
     async def edit(self, chat: Tab, question_id: str, text: str) -> None:
         """An edited question: a new version beside the old one, answered; the old one keeps what followed it."""
         old = chat.branches.steps.get(question_id)

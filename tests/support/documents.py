@@ -15,7 +15,40 @@ CHINESE_NEEDLE = "水泵的保修期为五年，从购买之日起计算，保�
 CHINESE_QUESTION = "水泵的保修期是多久？"
 NEEDLE_PAGE = 17
 
-WORDS = ["valve", "hose", "tank", "filter", "motor", "cable", "switch", "panel", "bracket", "screw", "seal", "gasket", "lever", "gauge", "timer", "sensor", "washer", "nozzle", "clamp", "fitting", "housing", "cover", "frame", "rail", "hinge", "latch", "knob", "dial", "light", "fuse", "plug", "socket"]
+WORDS = [
+    "valve",
+    "hose",
+    "tank",
+    "filter",
+    "motor",
+    "cable",
+    "switch",
+    "panel",
+    "bracket",
+    "screw",
+    "seal",
+    "gasket",
+    "lever",
+    "gauge",
+    "timer",
+    "sensor",
+    "washer",
+    "nozzle",
+    "clamp",
+    "fitting",
+    "housing",
+    "cover",
+    "frame",
+    "rail",
+    "hinge",
+    "latch",
+    "knob",
+    "dial",
+    "light",
+    "fuse",
+    "plug",
+    "socket",
+]
 VERBS = "check clean tighten inspect adjust replace mount remove align secure lubricate test".split()  # noqa: SIM905
 CHINESE_FILLER = (
     "使用前请阅读全部说明。",
