@@ -192,14 +192,14 @@ async def on_delete_document(action: cl.Action) -> None:
 async def on_export_markdown(_action: cl.Action) -> None:
     """This chat as a Markdown file to download."""
     if (chat := lifecycle.current()) is not None:
-        await send_export(chat, APP.history, "Markdown")
+        await send_export(chat, APP.history, "Markdown", APP.library)
 
 
 @cl.action_callback("export_json")
 async def on_export_json(_action: cl.Action) -> None:
     """This chat as a JSON file to download."""
     if (chat := lifecycle.current()) is not None:
-        await send_export(chat, APP.history, "JSON")
+        await send_export(chat, APP.history, "JSON", APP.library)
 
 
 @cl.on_stop

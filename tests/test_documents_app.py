@@ -65,7 +65,7 @@ async def test_a_document_too_long_for_the_window_is_answered_from_its_passages_
     # The page gets the document's name, not its text: the question's record names the document it was kept as.
     question = next(m for m in ann.page() if m["type"] == "user_message")
     [record] = question["metadata"]["files"]
-    assert set(record) == {"name", "type", "document"} and record["name"] == "manual.pdf"
+    assert set(record) == {"name", "type", "document", "whole"} and record["whole"] is False
     assert not any("Chapter 29" in str(data) for _event, data in ann.events[mark:])
 
     prompt, _ = await asked(ann, vllm, FOLLOW_UP)  # names nothing: the question before it finds the passage
@@ -102,11 +102,18 @@ async def test_a_chinese_question_finds_its_passage_in_postgresql_and_after_a_re
     await again.close()
 
 
-async def test_a_file_that_fits_is_read_whole_as_before(pair_app, vllm):
+async def test_a_file_that_fits_is_read_whole_and_its_text_never_reaches_the_page(pair_app, vllm):
     ann = await started_chat(pair_app, credentials=("ann", "ann-password"))
     note = await attach(ann, "note.txt", b"The gate code is 4417.", "text/plain")
+    mark = len(ann.events)
     prompt, _ = await asked(ann, vllm, "What is the gate code?", (note,))
     assert "The gate code is 4417." in prompt and INTRO not in prompt
     question = next(m for m in ann.page() if m["type"] == "user_message")
-    assert question["metadata"]["files"][0]["text"] == "The gate code is 4417."
+    [record] = question["metadata"]["files"]
+    assert set(record) == {"name", "type", "document", "whole"} and record["whole"] is True
+    assert not any("4417" in str(data) for _event, data in ann.events[mark:])  # the text stays on the server
+    files_sent = [data for event, data in ann.events[mark:] if event == "element" and data.get("name") == "note.txt"]
+    assert len(files_sent) <= 1  # the file's element is not sent again with the question's update
+    prompt, _ = await asked(ann, vllm, "Again?")  # a later turn reads it in the conversation, as before
+    assert "The gate code is 4417." in prompt
     await ann.close()

@@ -19,6 +19,7 @@ from pathlib import Path
 from app.chat.preferences import Preferences
 from app.errors import Problem
 from app.i18n import ERROR_BLANKS, TEXT
+from app.page.library_page import LABELS
 from app.page.settings_panel import label_key, tip_key
 from app.presets.builtin import BUILT_IN, summary
 from app.presets.panel import DONE, FAILURES
@@ -37,6 +38,7 @@ BUILT: dict[tuple[str, str], set[str]] = {
     ("app/presets/builtin.py", "preset.label_key"): {preset.label_key for preset in BUILT_IN},
     ("app/presets/panel.py", "preset.label_key"): {preset.label_key for preset in BUILT_IN},
     ("app/presets/panel.py", "preset.about_key"): {preset.about_key for preset in BUILT_IN},
+    ("app/page/library_page.py", "label"): set(LABELS.values()),
 }
 
 

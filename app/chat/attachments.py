@@ -32,18 +32,24 @@ class Attachment:
     pages: tuple[str, ...] = ()
     # The file's size as uploaded.
     size: int = 0
-    # The document it was kept as, too big to read whole: its passages are searched instead (no text here then).
+    # The document it was kept as: its text stays on the server, and the page gets its name only.
     document: str | None = None
+    # Kept as a document and read whole (its text fetched for the model); else its passages are searched.
+    whole: bool = False
 
-    def as_record(self) -> dict[str, str]:
+    def as_record(self) -> dict[str, Any]:
         """What the question's metadata keeps of it: a document's id in place of its text, which stays on the server."""
         if self.document is not None:
-            return {"name": self.name, "type": self.type, "document": self.document}
+            return {"name": self.name, "type": self.type, "document": self.document, "whole": self.whole}
         return {"name": self.name, "type": self.type, "text": self.text}
 
-    def kept_as(self, document: str) -> Attachment:
-        """The file once kept as a document."""
-        return Attachment(self.name, self.type, "", document=document)
+    def kept_as(self, document: str, *, whole: bool) -> Attachment:
+        """The file once kept as a document (its text dropped here)."""
+        return Attachment(self.name, self.type, "", document=document, whole=whole)
+
+    def with_text(self, text: str) -> Attachment:
+        """A document read whole, with its text fetched from the server."""
+        return Attachment(self.name, self.type, text, document=self.document, whole=self.whole)
 
 
 @dataclass(frozen=True)
@@ -122,12 +128,27 @@ def attachments_of(step: Mapping[str, Any]) -> list[Attachment]:
             str(record.get("type") or ""),
             text if isinstance(text, str) else "",
             document=document if isinstance(document, str) else None,
+            whole=record.get("whole") is True,
         )
         for record in records
         if isinstance(record, dict) and isinstance(record.get("name"), str)
         for text, document in [(record.get("text"), record.get("document"))]
         if isinstance(text, str) or isinstance(document, str)
     ]
+
+
+def read_in(step: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of a question whose documents read whole carry their text (for the model; never for the page)."""
+    records = (step.get("metadata") or {}).get(FILES_KEY)
+    if not isinstance(records, list):
+        return dict(step)
+    filled = [
+        record | {"text": texts[record["document"]]}
+        if isinstance(record, dict) and record.get("whole") is True and record.get("document") in texts
+        else record
+        for record in records
+    ]
+    return dict(step) | {"metadata": dict(step.get("metadata") or {}) | {FILES_KEY: filled}}
 
 
 def with_files(metadata: Mapping[str, Any] | None, files: Sequence[Attachment]) -> dict[str, Any]:
@@ -144,9 +165,10 @@ def as_seen(step: Mapping[str, Any]) -> str:
 def compose(files: Sequence[Attachment], typed: str) -> str:
     """Each file read whole as a heading line with its name and its text in a fenced block, then the typed text.
 
-    A file kept as a document is not here: its passages come before the question instead.
+    A document searched is not here (its passages come before the question), nor one whose text is gone.
     """
-    blocks = [f"File: {UNSAFE_IN_NAME.sub(' ', file.name)}\n{fenced(file.text)}" for file in files if not file.document]
+    read = [file for file in files if not file.document or (file.whole and file.text)]
+    blocks = [f"File: {UNSAFE_IN_NAME.sub(' ', file.name)}\n{fenced(file.text)}" for file in read]
     return "\n\n".join([*blocks, typed] if typed or not blocks else blocks)
 
 

@@ -47,6 +47,9 @@ class Finder(Protocol):
     async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
         """The chat's passages that best match the texts (the first weighs most), best first; [] without documents."""
 
+    async def texts(self, documents: Sequence[str]) -> dict[str, str]:
+        """The whole texts of the user's documents read whole, by id (one not theirs, or gone, left out)."""
+
 
 def sources_of(step: Mapping[str, Any]) -> list[Source]:
     """The passages an answer was given (anything malformed left out)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from contextlib import aclosing
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app import metrics
-from app.chat.attachments import Attachment, as_seen, attachments_of, compose, overflowing
+from app.chat.attachments import Attachment, as_seen, attachments_of, compose, overflowing, read_in
 from app.chat.backend import Backend, ModelInfo, Sampling
 from app.chat.branches import NOT_SENT, Branches, conversation_before, kept_from
 from app.chat.coalesce import Coalescer
@@ -76,12 +77,30 @@ class Reply:
     async def plan(self, branches: Branches, question_id: str) -> Planned:
         """The model, and the request for the branch up to the question; ChatError when none can be sent."""
         try:
+            branches = await self._read_in(branches, question_id)
             model = await self.backend.model()
             passages = await self._passages(branches, question_id, model)
             return Planned(model, await self._fit(branches, question_id, model, passages), passages)
         except ChatError as error:
             metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
             raise
+
+    async def _read_in(self, branches: Branches, question_id: str) -> Branches:
+        """The branch with the text of each document read whole fetched into its question (a copy)."""
+        if self.finder is None:
+            return branches
+        path = branches.up_to(question_id)
+        wanted = {
+            file.document
+            for message_id in path
+            for file in attachments_of(branches.steps[message_id])
+            if file.document is not None and file.whole
+        }
+        if not wanted:
+            return branches
+        texts = await self.finder.texts(sorted(wanted))
+        steps = {i: read_in(step, texts) if i in path else step for i, step in branches.steps.items()}
+        return dataclasses.replace(branches, steps=steps)
 
     async def too_long_to_read(self, files: Sequence[Attachment], typed: str) -> list[int]:
         """Which files to keep as documents and search: the longest first, until the rest fit the window whole.

@@ -79,8 +79,11 @@ class Library:
         # The most documents one chat searches (DOCUMENTS_PER_CHAT).
         self.per_chat = per_chat
 
-    async def keep(self, user: str, thread_id: str, file: Attachment) -> Kept:
-        """A file kept as a document of the user's, split and indexed, and used in the chat it was uploaded in."""
+    async def keep(self, user: str, thread_id: str, file: Attachment, *, whole: bool = False) -> Kept:
+        """A file kept as a document of the user's, split and indexed; one read whole keeps its text too.
+
+        A document too long to read whole is searched by the chat it was uploaded in from now on.
+        """
         document_id = str(uuid.uuid4())
         rows = await asyncio.to_thread(passage_rows, document_id, file)
 
@@ -91,18 +94,19 @@ class Library:
             kept = sa.select(sa.func.coalesce(sa.func.sum(documents.c.bytes), 0)).where(documents.c.user_id == user_id)
             if connection.execute(kept).scalar_one() + file.size > self.most_bytes:
                 return Kept(Outcome.LIBRARY_FULL)
-            if self._chat_full(connection, thread_id):
+            if not whole and self._chat_full(connection, thread_id):
                 return Kept(Outcome.CHAT_FULL)
             pages = len(file.pages) or 1
             row = {"id": document_id, "user_id": user_id, "name": file.name[:255], "type": file.type[:255]}
             row |= {"bytes": file.size, "pages": pages, "thread_id": thread_id, "created_at": timestamp()}
-            connection.execute(sa.insert(documents), row)
+            connection.execute(sa.insert(documents), row | {"text": file.text if whole else None})
             if rows:
                 passage_index.add(connection, rows)
-            connection.execute(
-                sa.insert(chat_documents),
-                {"thread_id": thread_id, "document_id": document_id, "added_at": timestamp()},
-            )
+            if not whole:
+                connection.execute(
+                    sa.insert(chat_documents),
+                    {"thread_id": thread_id, "document_id": document_id, "added_at": timestamp()},
+                )
             return Kept(Outcome.KEPT, document_id)
 
         result: Kept = await self.writer.write("keep a document", work)
@@ -183,6 +187,14 @@ class Library:
         result: list[Passage] = await self.writer.read("search your documents", work)
         return result
 
+    async def texts(self, user: str, document_ids: Sequence[str]) -> dict[str, str]:
+        """The texts of the user's documents read whole, by id; others' and searched ones left out."""
+        query = sa.select(documents.c.id, documents.c.text).where(
+            documents.c.id.in_(list(document_ids)), documents.c.user_id == user_row(user), documents.c.text.is_not(None)
+        )
+        rows = await self.writer.read("read your documents", lambda connection: connection.execute(query).all())
+        return {row.id: row.text for row in rows}
+
     async def passage(self, user: str, passage_id: int) -> Passage | None:
         """One passage of the user's documents (None: no such passage of theirs)."""
         mine = sa.select(documents.c.id).where(documents.c.user_id == user_row(user))
@@ -220,3 +232,6 @@ class ChatDocuments:
 
     async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
         return await self.library.find(self.user, self.thread_id, texts, limit)
+
+    async def texts(self, documents: Sequence[str]) -> dict[str, str]:
+        return await self.library.texts(self.user, documents)

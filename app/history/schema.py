@@ -140,6 +140,8 @@ documents = sa.Table(
     sa.Column("pages", sa.Integer, nullable=False),
     # The chat it was uploaded in: deleted with that chat unless another chat uses it too.
     sa.Column("thread_id", sa.String(36), index=True),
+    # The whole text of a file read whole (None: one too long, searched): the page gets its name only.
+    sa.Column("text", sa.Text),
     sa.Column("created_at", sa.String(40), nullable=False),
 )
 

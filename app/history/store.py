@@ -342,6 +342,12 @@ class ChatStore(BaseDataLayer):
             created_in(connection).add(new_id)
             if rows:
                 connection.execute(sa.insert(steps), [copied(row._mapping, new_id, copies) for row in rows])
+            theirs = sa.select(chat_documents.c.document_id).where(chat_documents.c.thread_id == thread_id)
+            searched = [
+                {"thread_id": new_id, "document_id": d, "added_at": timestamp()} for d in connection.scalars(theirs)
+            ]
+            if searched:  # the new chat searches the documents this one does
+                connection.execute(sa.insert(chat_documents), searched)
             return new_id
 
         return cast("str | None", await self.writer.write(what, work))

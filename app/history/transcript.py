@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.chat.attachments import attachments_of
+from app.chat.attachments import Attachment, attachments_of
 from app.chat.branches import FOLLOWS, NOT_SENT, ROOT, TURN_KEY, Branches, Step, answer_of, branches_of, is_question
 from app.chat.passages import sources_of
 from app.chat.preferences import Preferences, apply_changes
@@ -86,7 +86,7 @@ def exported_messages(tree: Branches) -> list[dict[str, Any]]:
             "created_at": step.get("createdAt"),
         }
         if files := attachments_of(step):
-            message["files"] = [file.as_record() for file in files]
+            message["files"] = [{"name": file.name, "type": file.type} | text_of(file) for file in files]
         if sources := sources_of(step):
             message["sources"] = [dataclasses.asdict(source) for source in sources]
         if answer is not None:
@@ -95,6 +95,11 @@ def exported_messages(tree: Branches) -> list[dict[str, Any]]:
                 message["error"] = step.get("output") or ""
         messages.append(message)
     return messages
+
+
+def text_of(file: Attachment) -> dict[str, str]:
+    """A file's text as an export carries it (a document searched, or deleted since, has none here)."""
+    return {"text": file.text} if file.text else {}
 
 
 def cited(numbered: tuple[int, dict[str, Any]]) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import chainlit as cl
 
+from app.chat.attachments import attachments_of, read_in
 from app.chat.tab import Tab
+from app.documents.library import Library
 from app.errors import HistoryUnavailable
 from app.history.transcript import export_json, export_markdown
 from app.i18n import text
@@ -13,10 +17,12 @@ from app.page.chat_history import History
 from app.page.notices import show
 
 
-async def send_export(chat: Tab, history: History, kind: str) -> None:
-    """Offer the stored chat as a file ("Markdown" or "JSON")."""
+async def send_export(chat: Tab, history: History, kind: str, library: Library | None) -> None:
+    """Offer the stored chat as a file ("Markdown" or "JSON"), with the text of the files read whole."""
     try:
         thread = await history.thread()
+        if thread is not None and library is not None and chat.user is not None:
+            thread = await with_texts(thread, chat.user, library)
     except HistoryUnavailable:
         await show(cl.ErrorMessage(content=text(chat.lang, "history_unavailable")))
         return
@@ -32,3 +38,11 @@ async def send_export(chat: Tab, history: History, kind: str) -> None:
     await show(message)
     file = cl.File(name=name, content=content.encode(), mime=mime, display="inline")
     await file.send(for_id=message.id, persist=False)
+
+
+async def with_texts(thread: dict[str, Any], user: str, library: Library) -> dict[str, Any]:
+    """The chat with the text of each document read whole put into its question, as the model read it."""
+    steps = thread.get("steps") or []
+    wanted = {file.document for step in steps for file in attachments_of(step) if file.document and file.whole}
+    texts = await library.texts(user, sorted(wanted)) if wanted else {}
+    return thread | {"steps": [read_in(step, texts) for step in steps]} if texts else thread

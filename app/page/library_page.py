@@ -20,6 +20,15 @@ from app.page.notices import show
 DOCUMENTS_COMMAND = "Documents"
 # The action callbacks (app/main.py) of the buttons by a listed document (public/elements/Library.jsx).
 USE, RENAME, DELETE = "use_document", "rename_document", "delete_document"
+# The list's labels (public/elements/Library.jsx's `labels`) and their texts.
+LABELS = {
+    "none": "documents_none",
+    "use": "documents_use",
+    "rename": "documents_rename",
+    "delete": "documents_delete",
+    "save": "documents_save",
+    "here": "documents_here",
+}
 # The list's element id, derived from the tab's: the list is redrawn in place after each change.
 LIST_IDS = uuid.UUID("6f1d3c2a-0b7e-4c55-8f0e-2d6a9b1c4e70")
 
@@ -62,7 +71,7 @@ async def draw(chat: Tab, library: Library, message_id: str) -> None:
         }
         for document in await library.listed(chat.user)
     ]
-    labels = {key: text(chat.lang, f"documents_{key}") for key in ("none", "use", "rename", "delete", "save", "here")}
+    labels = {name: text(chat.lang, label) for name, label in LABELS.items()}
     props = {
         "documents": documents,
         "labels": labels,
@@ -89,7 +98,9 @@ async def act(chat: Tab, library: Library | None, name: str, payload: dict[str, 
         outcome = await library.rename(chat.user, document_id, new_name.strip())
     else:
         return
-    if outcome in (Outcome.CHAT_FULL, Outcome.NOT_FOUND):
-        await show(cl.Message(content=text(chat.lang, f"document_{outcome.value}", limit=library.per_chat)))
+    if outcome is Outcome.CHAT_FULL:
+        await show(cl.Message(content=text(chat.lang, "document_chat_full", limit=library.per_chat)))
+    elif outcome is Outcome.NOT_FOUND:
+        await show(cl.Message(content=text(chat.lang, "document_not_found")))
     if isinstance(message_id, str):
         await draw(chat, library, message_id)

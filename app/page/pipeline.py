@@ -101,19 +101,19 @@ class Pipeline:
         )
 
     async def kept_as_documents(self, chat: Tab, files: list[Attachment], typed: str) -> list[Attachment]:
-        """The files too long to read whole kept as documents of the user's, searched by this chat from now on."""
+        """Every file kept as a document of the user's (its text stays on the server); one too long is searched."""
         if self.library is None or chat.user is None or not files:
             return files  # a file too long is refused by the budget, as one with nowhere to be kept
-        kept = list(files)
-        for index in await self.reply(chat).too_long_to_read(files, typed):
-            file = files[index]
-            outcome = await self.library.keep(chat.user, seam.thread_id(), file)
+        searched = set(await self.reply(chat).too_long_to_read(files, typed))
+        kept = []
+        for index, file in enumerate(files):
+            whole = index not in searched
+            outcome = await self.library.keep(chat.user, seam.thread_id(), file, whole=whole)
             if outcome.outcome is Outcome.LIBRARY_FULL:
                 raise ChatError(Problem.LIBRARY_FULL, name=file.name, limit=self.library.most_bytes // 1_000_000)
             if outcome.outcome is Outcome.CHAT_FULL:
                 raise ChatError(Problem.CHAT_DOCUMENTS_FULL, name=file.name, limit=self.library.per_chat)
-            if outcome.document_id is not None:
-                kept[index] = file.kept_as(outcome.document_id)
+            kept.append(file if outcome.document_id is None else file.kept_as(outcome.document_id, whole=whole))
         return kept
 
     async def aside(self, message: cl.Message) -> None:
@@ -261,4 +261,9 @@ async def place(
     kept = {key: value for key, value in (question.metadata or {}).items() if key != FOLLOWS}
     question.metadata = kept if parent is not None and parent == implied else kept | placed(parent)
     if question.metadata != received:
-        await question.update()
+        # Without its files: Chainlit's update would send (and store) each of them again.
+        elements, question.elements = question.elements, []
+        try:
+            await question.update()
+        finally:
+            question.elements = elements

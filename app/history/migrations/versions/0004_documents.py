@@ -21,6 +21,7 @@ def upgrade() -> None:
         sa.Column("bytes", sa.Integer, nullable=False),
         sa.Column("pages", sa.Integer, nullable=False),
         sa.Column("thread_id", sa.String(36), index=True),
+        sa.Column("text", sa.Text),
         sa.Column("created_at", sa.String(40), nullable=False),
     )
     op.create_table(
