@@ -183,6 +183,11 @@ bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sess
 bench-long-chat: test-deps ## One long chat through the app past the window: prompt cache and first token per turn, per budget (BENCH_ARGS=--model full ...)
 	$(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_long_chat $(BENCH_ARGS)
 
+.PHONY: bench-retrieval
+bench-retrieval: install-app ## Passage retrieval: recall@k (en, zh) of whitespace BM25, character bigrams and the app on SQLite and PostgreSQL; indexing speed (BENCH_ARGS=--questions 50 --pages 30 --skip-postgres)
+	bash tools/install_services.sh
+	$(APP_PY) -m tools.bench_retrieval $(BENCH_ARGS)
+
 .PHONY: install-llama-cpp
 install-llama-cpp: install-app ## Build llama.cpp's server and quantizer into LLAMA_CPP_DIR (once per machine; 8-14 min on 2 cores)
 	bash tools/build_llama_cpp.sh $(LLAMA_CPP_DIR) $(LLAMA_CPP_PYTHON_VERSION) $(APP_VENV)/bin/pip

@@ -12,6 +12,7 @@ from app.chat.answering import Answering
 from app.chat.backend import Backend
 from app.chat.quotas import Quotas
 from app.config import Settings
+from app.documents.embeddings import Embedder
 from app.documents.library import Library
 from app.history.accounts import LOCAL_USER, Login, auth_secret
 from app.history.store import ChatStore
@@ -106,4 +107,9 @@ def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:
     """The users' documents, kept in the history's database (None without one)."""
     if store is None:
         return None
-    return Library(store.writer, most_bytes=settings.library_max_mb * 1_000_000, per_chat=settings.documents_per_chat)
+    embedder = None
+    if settings.embeddings_url.strip():
+        key = settings.embeddings_api_key.get_secret_value()
+        embedder = Embedder(settings.embeddings_url.strip(), settings.embeddings_model, key, settings.request_timeout)
+    most_bytes, per_chat = settings.library_max_mb * 1_000_000, settings.documents_per_chat
+    return Library(store.writer, most_bytes=most_bytes, per_chat=per_chat, embedder=embedder)

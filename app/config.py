@@ -157,6 +157,11 @@ class Settings(EnvSettings):
     document_share: float = Field(
         DEFAULT_DOCUMENT_SHARE, gt=0, lt=1, description="share of the prompt's room a question's passages may fill"
     )
+    embeddings_url: str = Field(
+        "", description="OpenAI API of an embedding model (e.g. a second vLLM); empty: keyword search alone"
+    )
+    embeddings_model: str = Field("", description="the embedding model's served name; empty: the first listed")
+    embeddings_api_key: SecretStr = Field(SecretStr(""), description="the embedding server's API key; empty: none")
 
     @field_validator("data_dir")
     @classmethod

@@ -25,6 +25,9 @@ TEXT: dict[str, dict[str, str]] = {
         "documents_save": "Save",
         "documents_here": "searched in this chat",
         "document_line": "{pages} pages, {passages} passages",
+        "document_indexing": "{name} ({pages} pages) is too long to read whole: splitting it into passages …",
+        "document_indexed": "{name} is too long to read whole: its {passages} passages are searched for each "
+        "question in this chat, and the answer names the ones it was given. The Documents button lists it.",
         "document_chat_full": "This chat already searches {limit} documents, as many as one chat may.",
         "document_not_found": "That document is not among yours (any more).",
         "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
@@ -150,6 +153,9 @@ TEXT: dict[str, dict[str, str]] = {
         "documents_save": "保存",
         "documents_here": "本对话正在检索",
         "document_line": "{pages} 页，{passages} 段",
+        "document_indexing": "{name}（{pages} 页）太长，无法整篇读取：正在拆分为段落 …",
+        "document_indexed": "{name} 太长，无法整篇读取：本对话的每个问题都会检索它的 {passages} 个段落，"
+        "回答下方会列出所用的段落。点击“Documents”按钮可以查看它。",
         "document_chat_full": "这个对话已在检索 {limit} 个文档，已达单个对话的上限。",
         "document_not_found": "这个文档不在你的文档中（或已被删除）。",
         "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",

@@ -1,4 +1,4 @@
-"""The benchmark harness still runs end to end (a tiny run: 2 sessions, a few tokens)."""
+"""The benchmarks still run end to end (tiny runs: 2 sessions, a few tokens, a few questions and pages)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from tests.support.servers import ROOT
 
-pytestmark = [pytest.mark.vllm, pytest.mark.app]
 
-
+@pytest.mark.vllm
+@pytest.mark.app
 def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
     result = subprocess.run(
         [
@@ -40,6 +40,8 @@ def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
     assert (tmp_path / "bench-app.png").stat().st_size > 10_000
 
 
+@pytest.mark.vllm
+@pytest.mark.app
 def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tools.bench_long_chat", "--turns", "8", "--words", "60", "--out", str(tmp_path)],
@@ -54,3 +56,28 @@ def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):
     turns = [row for row in result.stdout.splitlines() if row.startswith("| 8 |")]
     assert len(turns) == 1 and turns[0].count("|") == 10, turns
     assert (tmp_path / "bench-long-chat.md").read_text().startswith("| budget |")
+
+
+@pytest.mark.postgres
+def test_retrieval_benchmark_prints_recall_per_method_and_language_and_indexing_per_database(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.bench_retrieval", "--questions", "5", "--pages", "3", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    recall = {row.split("|")[1].strip(): row.split("|")[2:-1] for row in lines if "%" in row and row.startswith("| ")}
+    assert list(recall) == [
+        "whitespace BM25 (what other chat UIs do)",
+        "character bigrams",
+        "this project, SQLite",
+        "this project, PostgreSQL",
+    ]
+    assert all(len(cells) == 6 for cells in recall.values()), recall
+    indexed = [row.split("|")[1:3] for row in lines if row.startswith(("| manual.pdf |", "| chinese.txt |"))]
+    databases = [database.strip() for _, database in indexed]
+    assert databases == ["SQLite", "SQLite", "PostgreSQL", "PostgreSQL"], indexed
+    assert (tmp_path / "bench-retrieval.md").read_text().startswith("# Passage retrieval")

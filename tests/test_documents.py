@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from app.chat.attachments import Attachment
+from app.documents.embeddings import fused, nearest, unit
 from app.documents.library import Library, Outcome
 from app.documents.split import MOST_WEIGHT, pieces, weight
 from app.history.accounts import remove_user
@@ -142,3 +143,14 @@ def index_rows(store: ChatStore) -> tuple[int, int, int]:
         rows = connection.execute(sa.text(f"SELECT count(*) FROM {fts}")).scalar()
         assert connection.execute(sa.select(sa.func.count()).select_from(chat_documents)).scalar() == 0
     return (counted[0] or 0, counted[1] or 0, rows or 0)
+
+
+def test_fusion_puts_a_passage_found_by_both_first_and_a_keyword_best_before_a_vector_only_best():
+    assert fused([3, 1, 2], [1, 4]) == [1, 3, 4, 2]  # 1: both; 3: keywords' best; 4: vectors' second
+    assert fused([7], []) == [7]
+
+
+def test_the_nearest_vectors_are_the_closest_by_cosine_and_other_sizes_are_left_out():
+    query = unit([1.0, 0.0]).tobytes()
+    stored = [(1, unit([0.0, 1.0]).tobytes()), (2, unit([1.0, 0.1]).tobytes()), (3, unit([1.0, 1.0]).tobytes())]
+    assert nearest(query, [*stored, (4, unit([1.0, 0.0, 0.0]).tobytes())], 2) == [2, 3]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ from tests.support.documents import (
     english_manual,
 )
 from tests.support.history import answer_of, reopened_after_a_restart, started_chat, stored_documents
-from tests.support.servers import VllmServer
+from tests.support.servers import ChatApp, VllmServer, running
 from tests.support.versions import sent_prompt
 
 pytestmark = pytest.mark.app
@@ -32,7 +34,9 @@ async def attach(tab: ChatClient, name: str, data: bytes, mime: str) -> str:
     return str(reply["id"])
 
 
-async def asked(tab: ChatClient, vllm: VllmServer, question: str, files: tuple[str, ...] = ()) -> tuple[str, dict]:
+async def asked(
+    tab: ChatClient, vllm: VllmServer, question: str, files: tuple[str, ...] = ()
+) -> tuple[str, dict[str, Any]]:
     """Ask; the prompt vLLM received for it, and the answer."""
     before = len(vllm.logged_requests())
     answer = answer_of(await tab.ask(question, files=files))
@@ -58,6 +62,8 @@ async def test_a_document_too_long_for_the_window_is_answered_from_its_passages_
     prompt, answer = await asked(ann, vllm, ENGLISH_QUESTION, (manual,))
     assert INTRO in prompt and ENGLISH_NEEDLE in prompt and f"manual.pdf, page {NEEDLE_PAGE}" in prompt
     assert prompt.count("Chapter") < 15  # passages, not the 30 pages
+    said = [data["output"] for event, data in ann.events[mark:] if event in ("new_message", "update_message")]
+    assert any(line.startswith("manual.pdf is too long to read whole: its ") for line in said)
     sources = answer["metadata"]["sources"]
     assert any(source["page"] == NEEDLE_PAGE and source["document"] == "manual.pdf" for source in sources)
     line = ann.element("AnswerStats", answer["id"])
@@ -117,3 +123,31 @@ async def test_a_file_that_fits_is_read_whole_and_its_text_never_reaches_the_pag
     prompt, _ = await asked(ann, vllm, "Again?")  # a later turn reads it in the conversation, as before
     assert "The gate code is 4417." in prompt
     await ann.close()
+
+
+@pytest.fixture(scope="module")
+def embedding_stack(vllm: VllmServer) -> Iterator[tuple[ChatApp, VllmServer]]:
+    """The app with an embedding model: a second vLLM serving the tiny model as one (random weights: its vectors
+    rank by no meaning, but the requests, the vectors stored and the fusion are real)."""
+    embedder = VllmServer("embed", max_model_len=2048, extra_args="--runner pooling --convert embed")
+    app = ChatApp(vllm, extra_env={"EMBEDDINGS_URL": embedder.base_url, "EMBEDDINGS_API_KEY": embedder.api_key})
+    with running(embedder, app):
+        yield app, embedder
+
+
+@pytest.mark.vllm
+async def test_with_an_embedding_model_passages_are_ranked_by_both_and_keywords_still_win(embedding_stack, vllm):
+    app, embedder = embedding_stack
+    tab = await started_chat(app)
+    manual = await attach(tab, "manual.pdf", english_manual(), "application/pdf")
+    prompt, _ = await asked(tab, vllm, ENGLISH_QUESTION, (manual,))
+    assert ENGLISH_NEEDLE in prompt  # the keyword search's best stays first in the fused ranking
+    kept = await stored_documents(app)
+    assert kept["embedded"] == kept["passages"] > 0  # every passage has its vector from the embedding model
+    prompt, _ = await asked(tab, vllm, "Hallo?")  # no word of the manual: only the vectors find passages
+    assert INTRO in prompt
+
+    embedder.stop()  # the embedding model gone: the keyword search goes on alone
+    prompt, _ = await asked(tab, vllm, ENGLISH_QUESTION)
+    assert ENGLISH_NEEDLE in prompt
+    await tab.close()

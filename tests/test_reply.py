@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -203,10 +203,14 @@ class Shelf:
 
     ranked: list[Passage]
     asked: list[list[str]] = field(default_factory=list)
+    whole: dict[str, str] = field(default_factory=dict)  # the texts of the documents read whole, by id
 
-    async def find(self, texts: list[str], limit: int) -> list[Passage]:
+    async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
         self.asked.append(list(texts))
         return self.ranked[:limit]
+
+    async def texts(self, documents: Sequence[str]) -> dict[str, str]:
+        return {document: self.whole[document] for document in documents if document in self.whole}
 
 
 def shelf_of(count: int, words: int = 30) -> Shelf:
@@ -239,6 +243,19 @@ async def test_a_follow_up_is_searched_with_the_question_before_it(fake):
     shelf = shelf_of(3)
     await Reply(*reply_parts(backend), finder=shelf).plan(asked("and the second?", ("list the pumps", "two")), "q")
     assert shelf.asked == [["and the second?", "list the pumps"]]
+
+
+async def test_a_file_read_whole_is_fetched_from_the_server_for_every_turn_it_is_in(fake):
+    backend, _state = fake
+    tree = asked("and now?", ("read it", "done"))
+    note = {"name": "note.txt", "type": "text/plain", "document": "d1", "whole": True}
+    tree.steps["q0"]["metadata"] = {"files": [note]}  # the page kept the file's name only
+    planned = await Reply(*reply_parts(backend), finder=Shelf([], whole={"d1": "The gate code is 4417."})).plan(
+        tree, "q"
+    )
+    first = planned.plan.messages[0]["content"]
+    assert first.startswith("File: note.txt\n```\nThe gate code is 4417.\n```") and first.endswith("read it")
+    assert "text" not in tree.steps["q0"]["metadata"]["files"][0]  # the branch itself is left as it was
 
 
 async def test_a_chat_without_documents_sends_the_question_alone(fake):

@@ -234,14 +234,20 @@ def chinese_question(sentence: str, rng: random.Random, common: Counter[str]) ->
     """A question naming two or three 2-6 character phrases of the sentence; None if it has fewer than two."""
     phrases: list[str] = []
     for part in (p.lstrip(PREPOSITIONS) for run in CJK_RUN.findall(sentence) for p in PARTICLES.split(run)):
-        # Of a long phrase, the longest piece that recurs elsewhere in the corpus: likely a word or a set phrase.
-        pieces = [part[i : i + n] for n in (4, 3, 2) for i in range(len(part) - n + 1) if common[part[i : i + n]] > 2]
+        # Of a long phrase, the longest piece that recurs elsewhere in the corpus, and more often than with the
+        # character before or after it here: a word ("文本搜索"), not a word's half ("本搜索配" of "文本搜索配置").
+        pieces = []
+        for n, i in ((size, start) for size in (4, 3, 2) for start in range(len(part) - size + 1)):
+            piece, wider = part[i : i + n], (part[max(i - 1, 0) : i + n], part[i : i + n + 1])
+            if common[piece] > 2 and all(common[w] * 3 < common[piece] * 2 for w in wider if len(w) > n):
+                pieces.append(piece)
         phrase = part if len(part) <= 6 else rng.choice([p for p in pieces if len(p) == len(pieces[0])] or [""])
         if len(phrase) >= 2 and not any(phrase in other or other in phrase for other in phrases):
             phrases.append(phrase)
-    # No more than 3/5 of the sentence named: the question must not quote it.
+    # Rare phrases first, as what a person remembers of a sentence is what sets it apart; no more than 3/5 of the
+    # sentence named, so the question does not quote it.
     want, budget, fragments = rng.choice((2, 3)), len(CJK.findall(sentence)) * 3 // 5, list[str]()
-    for phrase in rng.sample(phrases, len(phrases)):
+    for phrase in sorted(phrases, key=lambda phrase: rng.random() * (1 + common[phrase])):
         if len(fragments) < want and sum(map(len, fragments)) + len(phrase) <= budget:
             fragments.append(phrase)
     if len(fragments) < 2:
@@ -251,5 +257,7 @@ def chinese_question(sentence: str, rng: random.Random, common: Counter[str]) ->
 
 
 def ngrams(text: str) -> Counter[str]:
-    """How often each run of 2-4 Chinese characters occurs in the text."""
-    return Counter(run[i : i + n] for run in CJK_RUN.findall(text) for n in (2, 3, 4) for i in range(len(run) - n + 1))
+    """How often each run of 2-5 Chinese characters occurs in the text."""
+    return Counter(
+        run[i : i + n] for run in CJK_RUN.findall(text) for n in range(2, 6) for i in range(len(run) - n + 1)
+    )

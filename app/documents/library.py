@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from app.chat.attachments import Attachment
 from app.chat.passages import Passage
+from app.documents.embeddings import Embedder, fused, nearest
 from app.documents.split import pieces
 from app.documents.terms import indexed, query_terms
 from app.history import passage_index
@@ -50,6 +51,7 @@ class Kept:
 
     outcome: Outcome
     document_id: str | None = None
+    passages: int = 0
 
 
 def passage_rows(document_id: str, file: Attachment) -> list[dict[str, Any]]:
@@ -69,11 +71,18 @@ def passage_rows(document_id: str, file: Attachment) -> list[dict[str, Any]]:
     ]
 
 
+def meant(row: dict[str, Any]) -> str:
+    """What a passage's vector stands for: its heading and its text."""
+    return f"{row['heading']}\n{row['text']}" if row["heading"] else str(row["text"])
+
+
 class Library:
     """A user's documents; nothing here reads or writes another user's."""
 
-    def __init__(self, writer: Writer, *, most_bytes: int, per_chat: int) -> None:
+    def __init__(self, writer: Writer, *, most_bytes: int, per_chat: int, embedder: Embedder | None = None) -> None:
         self.writer = writer
+        # The operator's embedding model (None: keyword search alone).
+        self.embedder = embedder
         # The most bytes of uploaded files one user keeps (LIBRARY_MAX_MB).
         self.most_bytes = most_bytes
         # The most documents one chat searches (DOCUMENTS_PER_CHAT).
@@ -86,6 +95,10 @@ class Library:
         """
         document_id = str(uuid.uuid4())
         rows = await asyncio.to_thread(passage_rows, document_id, file)
+        vectors: list[bytes | None] = [None] * len(rows)
+        if self.embedder is not None and rows:
+            vectors = list(await self.embedder.embed([meant(row) for row in rows]) or vectors)
+        rows = [row | {"embedding": vector} for row, vector in zip(rows, vectors, strict=True)]
 
         def work(connection: Connection) -> Kept:
             user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == user)).scalar()
@@ -107,7 +120,7 @@ class Library:
                     sa.insert(chat_documents),
                     {"thread_id": thread_id, "document_id": document_id, "added_at": timestamp()},
                 )
-            return Kept(Outcome.KEPT, document_id)
+            return Kept(Outcome.KEPT, document_id, len(rows))
 
         result: Kept = await self.writer.write("keep a document", work)
         return result
@@ -171,16 +184,23 @@ class Library:
     async def find(self, user: str, thread_id: str, texts: Sequence[str], limit: int) -> list[Passage]:
         """The passages of the chat's documents (the user's own) best matching the texts, best first."""
         terms = query_terms(*texts)
-        if not terms:
+        if not terms and self.embedder is None:
             return []
         scope = (
             sa.select(documents.c.id)
             .join(chat_documents, chat_documents.c.document_id == documents.c.id)
             .where(chat_documents.c.thread_id == thread_id, documents.c.user_id == user_row(user))
         )
+        exists = sa.select(scope.exists())
+        if not await self.writer.read("search your documents", lambda connection: connection.execute(exists).scalar()):
+            return []  # a chat without documents: no search, no request to the embedding model
+        asked = await self.embedder.embed(["\n".join(text for text in texts if text)]) if self.embedder else None
 
         def work(connection: Connection) -> list[Passage]:
             ids = passage_index.search(connection, terms, scope, limit)
+            if asked:
+                near = nearest(asked[0], self._vectors(connection, scope), limit)
+                ids = fused(ids, near)[:limit]
             found = {passage.id: passage for passage in self._passages(connection, ids)}
             return [found[i] for i in ids if i in found]
 
@@ -204,6 +224,14 @@ class Library:
 
         found: list[Passage] = await self.writer.read("open a passage", work)
         return found[0] if found else None
+
+    @staticmethod
+    def _vectors(connection: Connection, scope: sa.Select[Any]) -> list[tuple[int, bytes]]:
+        """The stored vectors of the passages in scope."""
+        query = sa.select(passages.c.id, passages.c.embedding).where(
+            passages.c.document_id.in_(scope), passages.c.embedding.is_not(None)
+        )
+        return [(row.id, row.embedding) for row in connection.execute(query)]
 
     @staticmethod
     def _passages(connection: Connection, ids: Sequence[int], scope: sa.Select[Any] | None = None) -> list[Passage]:

@@ -8,7 +8,7 @@ import unicodedata
 import rjieba
 
 # A token worth indexing holds a letter or a digit (jieba also returns spaces and punctuation as tokens).
-WORDLIKE = re.compile(r"\w")
+WORDLIKE = re.compile(r"[^\W_]")
 # Words too common to tell passages apart; left out of questions (the index keeps them: BM25 weighs them down).
 ENGLISH_STOPWORDS = (
     "a an and are as at be but by can could did do does for from had has have how i if in into is it its me my "

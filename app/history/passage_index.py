@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,13 +79,31 @@ def search(connection: Connection, terms: Sequence[str], scope: sa.Select[Any], 
             .order_by(rank, passages.c.id)  # bm25(): lower is better
         )
     else:
-        simple: sa.ColumnElement[str] = sa.literal_column(
-            "'simple'"
-        )  # written as the index's expression is, so the index serves it
+        # Written as the index's expression is, so that the index serves the query.
+        simple: sa.ColumnElement[str] = sa.literal_column("'simple'")
         vector = sa.func.to_tsvector(simple, passages.c.terms)
+        each = [sa.func.plainto_tsquery(simple, term) for term in terms]
+        weights = rarity(connection, vector, each, in_scope)
+        # PostgreSQL's ranking knows how often a word is in a passage, not how rare it is among them (BM25's
+        # IDF): each word's rank is weighed by its rarity in the chat's documents, so a distinctive word wins.
+        score: sa.ColumnElement[float] = sa.literal(0.0)
+        for weight, word in zip(weights, each, strict=True):
+            score = score + weight * sa.func.ts_rank(vector, word, 1)
         # websearch syntax: any input is valid; "or" between words makes any of them match.
         wanted = sa.func.websearch_to_tsquery(simple, " or ".join(terms))
-        # Normalisation 1: a long passage does not win by its length alone.
-        rank = sa.func.ts_rank_cd(vector, wanted, 1)
-        query = sa.select(passages.c.id).where(vector.op("@@")(wanted), in_scope).order_by(rank.desc(), passages.c.id)
+        query = sa.select(passages.c.id).where(vector.op("@@")(wanted), in_scope).order_by(score.desc(), passages.c.id)
     return [row.id for row in connection.execute(query.limit(limit))]
+
+
+def rarity(
+    connection: Connection, vector: sa.ColumnElement[Any], words: Sequence[sa.ColumnElement[Any]], in_scope: Any
+) -> list[float]:
+    """Each word's inverse document frequency among the passages in scope, as BM25 weighs it (one statement)."""
+    counted = [
+        sa.select(sa.func.count()).select_from(passages).where(in_scope, vector.op("@@")(word)).scalar_subquery()
+        for word in words
+    ]
+    total, *holding = connection.execute(
+        sa.select(sa.select(sa.func.count()).select_from(passages).where(in_scope).scalar_subquery(), *counted)
+    ).one()
+    return [math.log(1 + (total - held + 0.5) / (held + 0.5)) for held in holding]

@@ -160,6 +160,8 @@ passages = sa.Table(
     sa.Column("heading", sa.Text, nullable=False),
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("terms", sa.Text, nullable=False),
+    # Its unit vector from the operator's embedding model (float32 bytes); None without one.
+    sa.Column("embedding", sa.LargeBinary),
 )
 
 # The documents a chat's questions retrieve from.

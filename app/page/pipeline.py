@@ -25,10 +25,11 @@ from app.chat.tab import Tab
 from app.config import DEFAULT_DOCUMENT_SHARE
 from app.documents.library import Library, Outcome
 from app.errors import ChatError, Problem
+from app.i18n import text
 from app.page import seam
 from app.page.answer_controls import offer_regenerate, show_line
 from app.page.chat_history import History
-from app.page.notices import say_error
+from app.page.notices import say_error, show
 from app.page.versions import cut
 
 
@@ -108,11 +109,15 @@ class Pipeline:
         kept = []
         for index, file in enumerate(files):
             whole = index not in searched
+            line = None if whole else await say_reading(chat, file)
             outcome = await self.library.keep(chat.user, seam.thread_id(), file, whole=whole)
             if outcome.outcome is Outcome.LIBRARY_FULL:
                 raise ChatError(Problem.LIBRARY_FULL, name=file.name, limit=self.library.most_bytes // 1_000_000)
             if outcome.outcome is Outcome.CHAT_FULL:
                 raise ChatError(Problem.CHAT_DOCUMENTS_FULL, name=file.name, limit=self.library.per_chat)
+            if line is not None:
+                line.content = text(chat.lang, "document_indexed", name=file.name, passages=outcome.passages)
+                await show(line, redraw=True)
             kept.append(file if outcome.document_id is None else file.kept_as(outcome.document_id, whole=whole))
         return kept
 
@@ -243,6 +248,13 @@ class OnPage:
     async def streaming(self) -> None:
         if self.while_streaming is not None:
             await self.while_streaming()
+
+
+async def say_reading(chat: Tab, file: Attachment) -> cl.Message:
+    """A line while a long file is read into passages (seconds for hundreds of pages); not stored."""
+    line = cl.Message(content=text(chat.lang, "document_indexing", name=file.name, pages=len(file.pages) or 1))
+    await show(line)
+    return line
 
 
 def uploads_of(question: cl.Message) -> list[Upload]:

@@ -78,6 +78,8 @@ async def stored_documents(app: ChatApp) -> dict[str, int]:
                 table.name: int(connection.execute(sa.select(sa.func.count()).select_from(table)).scalar() or 0)
                 for table in (documents, passages, chat_documents)
             }
+            vectors = sa.select(sa.func.count()).select_from(passages).where(passages.c.embedding.is_not(None))
+            counts["embedded"] = int(connection.execute(vectors).scalar() or 0)
             if connection.dialect.name == "sqlite":
                 counts[PASSAGE_TERMS] = int(
                     connection.execute(sa.text(f"SELECT count(*) FROM {PASSAGE_TERMS}")).scalar() or 0

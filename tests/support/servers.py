@@ -274,6 +274,8 @@ class VllmServer(ServedModel):
 
     model: str = ""
     cpus: set[int] | None = None
+    # More of vLLM's arguments (e.g. "--runner pooling --convert embed": the tiny model as an embedding model).
+    extra_args: str = ""
 
     @property
     def log_path(self) -> Path:
@@ -289,7 +291,7 @@ class VllmServer(ServedModel):
             MAX_NUM_SEQS="64",
             PROFILE="dev",
             VLLM_LOGGING_CONFIG_PATH=str(HERE / "vllm_logging.json"),
-            VLLM_EXTRA_ARGS="--enable-log-requests --max-log-len 100000",
+            VLLM_EXTRA_ARGS=f"--enable-log-requests --max-log-len 100000 {self.extra_args}".strip(),
             # vLLM's OpenMP threads spin: one core for it, the other for the app, the browser and pytest.
             VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(self.cpus))) if self.cpus else "0",
         )

@@ -35,6 +35,7 @@ def upgrade() -> None:
         sa.Column("heading", sa.Text, nullable=False),
         sa.Column("text", sa.Text, nullable=False),
         sa.Column("terms", sa.Text, nullable=False),
+        sa.Column("embedding", sa.LargeBinary),
     )
     op.create_table(
         "chat_documents",
