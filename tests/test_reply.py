@@ -249,7 +249,7 @@ async def test_a_file_read_whole_is_fetched_from_the_server_for_every_turn_it_is
     backend, _state = fake
     tree = asked("and now?", ("read it", "done"))
     note = {"name": "note.txt", "type": "text/plain", "document": "d1", "whole": True}
-    tree.steps["q0"]["metadata"] = {"files": [note]}  # the page kept the file's name only
+    tree.steps["q0"] = {**tree.steps["q0"], "metadata": {"files": [note]}}  # the page kept the file's name only
     planned = await Reply(*reply_parts(backend), finder=Shelf([], whole={"d1": "The gate code is 4417."})).plan(
         tree, "q"
     )
