@@ -111,9 +111,10 @@ class Reply:
         model, prefs, count = await self.backend.model(), self.preferences, self.backend.count_prompt_tokens
         limit = model.max_model_len - min(prefs.max_tokens, MIN_REPLY_TOKENS)
         whole = list(range(len(files)))
-        while whole:
+        while whole and model.max_model_len > 0:
             message = Conversation().messages(prefs.system_prompt, compose([files[i] for i in whole], typed))
-            if model.max_model_len <= 0 or await count(message) <= limit:
+            at_most = await self.backend.prompt_bound(message)  # spares the count of a file that surely fits
+            if (at_most is not None and at_most <= limit) or await count(message) <= limit:
                 break
             whole.remove(max(whole, key=lambda i: len(files[i].text)))
         return [i for i in range(len(files)) if i not in whole]
