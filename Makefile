@@ -183,6 +183,10 @@ bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sess
 bench-long-chat: test-deps ## One long chat through the app past the window: prompt cache and first token per turn, per budget (BENCH_ARGS=--model full ...)
 	$(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_long_chat $(BENCH_ARGS)
 
+.PHONY: bench-documents
+bench-documents: test-deps full-model ## A question about a long PDF: first token and needles found, from its passages and cut to fit by hand (BENCH_ARGS=--model tiny --pages 100 ...)
+	$(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_documents $(BENCH_ARGS)
+
 .PHONY: bench-retrieval
 bench-retrieval: install-app ## Passage retrieval: recall@k (en, zh) of whitespace BM25, character bigrams and the app on SQLite and PostgreSQL; indexing speed (BENCH_ARGS=--questions 50 --pages 30 --skip-postgres)
 	bash tools/install_services.sh

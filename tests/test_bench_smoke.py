@@ -58,6 +58,41 @@ def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):
     assert (tmp_path / "bench-long-chat.md").read_text().startswith("| budget |")
 
 
+@pytest.mark.vllm
+@pytest.mark.app
+def test_documents_benchmark_prints_both_sides_per_question_and_the_cut_loses_the_last_needle(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.bench_documents",
+            "--model",
+            "tiny",
+            "--pages",
+            "8",
+            "--questions",
+            "2",
+            "--window",
+            "2048",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    summary = [row.split("|")[1].strip() for row in lines if row.startswith(("| from passages", "| cut to fit"))]
+    assert summary == ["from passages", "cut to fit by hand"]
+    # Per question, a row for each side (the cut's second): did the needle reach the model.
+    found = {n: [row.split("|")[-2].strip() for row in lines if row.startswith(f"| {n} | ")] for n in (1, 2)}
+    assert [len(sides) for sides in found.values()] == [2, 2], lines
+    assert found[1][1] == "yes" and found[2][1] == "no"  # needles on pages 1 and 8; 2048 tokens hold under 2
+    assert (tmp_path / "bench-documents.md").read_text().startswith("# A question about a long document")
+
+
 @pytest.mark.postgres
 def test_retrieval_benchmark_prints_recall_per_method_and_language_and_indexing_per_database(tmp_path):
     result = subprocess.run(

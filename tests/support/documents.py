@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 from tests.support.pdfs import paged_pdf
 
@@ -14,6 +15,29 @@ FOLLOW_UP = "And where do I get it?"
 CHINESE_NEEDLE = "水泵的保修期为五年，从购买之日起计算，保修卡请妥善保存。"
 CHINESE_QUESTION = "水泵的保修期是多久？"
 NEEDLE_PAGE = 17
+# Parts no filler line names, one a needle, for questions about several pages of one manual (the first: the
+# impeller's). The question's keywords are the part's name and "spare part number", which only needles hold.
+PARTS = (
+    "impeller",
+    "thermostat",
+    "compressor",
+    "solenoid",
+    "diaphragm",
+    "manifold",
+    "capacitor",
+    "bellows",
+    "flywheel",
+    "gearbox",
+    "piston",
+    "bearing",
+)
+NEEDLES = tuple(
+    (
+        f"The spare {part} for the pump has the part number ZX-{4471 + 113 * index} and ships within two weeks.",
+        f"What is the part number of the spare {part}?",
+    )
+    for index, part in enumerate(PARTS)
+)
 
 WORDS = [
     "valve",
@@ -62,8 +86,13 @@ CHINESE_FILLER = (
 )
 
 
-def english_manual(pages: int = 30, lines_per_page: int = 40) -> bytes:
-    """A manual of many pages of maintenance lines; the needle alone on NEEDLE_PAGE."""
+def english_manual(pages: int = 30, lines_per_page: int = 40, needles: Mapping[int, str] | None = None) -> bytes:
+    """A manual of many pages of maintenance lines; the needle alone on NEEDLE_PAGE, or each needle on its page."""
+    return paged_pdf(english_pages(pages, lines_per_page, needles or {NEEDLE_PAGE: ENGLISH_NEEDLE}))
+
+
+def english_pages(pages: int, lines_per_page: int, needles: Mapping[int, str]) -> list[list[str]]:
+    """The manual's lines, page by page (from 1), each needle in the middle of its page."""
     chooser = random.Random(7)
     book = []
     for number in range(1, pages + 1):
@@ -73,10 +102,10 @@ def english_manual(pages: int = 30, lines_per_page: int = 40) -> bytes:
             lines.append(
                 f"{chooser.choice(VERBS).capitalize()} the {a} near the {b} every {chooser.randint(2, 9)} days."
             )
-        if number == NEEDLE_PAGE:
-            lines.insert(lines_per_page // 2, ENGLISH_NEEDLE)
+        if number in needles:
+            lines.insert(lines_per_page // 2, needles[number])
         book.append(lines)
-    return paged_pdf(book)
+    return book
 
 
 def chinese_manual(paragraphs: int = 400) -> bytes:
