@@ -60,6 +60,8 @@ async def on_chat_start() -> None:
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
     await library_page.offer(chat, APP.library)
+    documents = await presets.starting_documents(profile, user, APP.preset_store)
+    await library_page.start_with(chat, APP.library, documents)
     await greet(chat, APP.backend, APP.settings)
 
 
@@ -88,7 +90,7 @@ async def on_settings_change(changes: Any) -> dict[str, list[str]]:
     await APP.history.save_preferences(chat.preferences.model_dump())
     if rejected:
         await cl.ErrorMessage(content=text(chat.lang, "settings_rejected", problems="; ".join(rejected))).send()
-    if await preset_fields.act(chat, asked, APP.preset_store) or rejected:
+    if await preset_fields.act(chat, asked, APP.preset_store, APP.library) or rejected:
         await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
     return {"rejected": rejected}
 

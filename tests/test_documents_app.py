@@ -95,6 +95,24 @@ async def test_a_document_too_long_for_the_window_is_answered_from_its_passages_
         await tab.close()
 
 
+async def test_a_preset_saved_in_a_chat_carries_its_documents_to_the_chats_it_starts(pair_app, vllm):
+    ann = await started_chat(pair_app, credentials=("ann", "ann-password"))
+    manual = await attach(ann, "manual.pdf", english_manual(), "application/pdf")
+    await asked(ann, vllm, ENGLISH_QUESTION, (manual,))
+    mark = len(ann.events)
+    await ann.change_settings({"preset_save": "Pump work"})
+    await ann.wait_for(lambda: ann.events_since(mark, "chat_settings"), 30)
+    await ann.close()
+    again = await started_chat(pair_app, credentials=("ann", "ann-password"), chat_profile="Pump work")
+    prompt, _ = await asked(again, vllm, ENGLISH_QUESTION)
+    assert ENGLISH_NEEDLE in prompt  # a new chat started with the preset searches its documents
+    ben = await started_chat(pair_app, credentials=("ben", "ben-password"), chat_profile="Pump work")
+    prompt, _ = await asked(ben, vllm, ENGLISH_QUESTION)  # a preset of that name is not his: nothing of hers
+    assert INTRO not in prompt and ENGLISH_NEEDLE not in prompt
+    for tab in (again, ben):
+        await tab.close()
+
+
 @pytest.mark.postgres
 async def test_a_chinese_question_finds_its_passage_in_postgresql_and_after_a_restart(pg_app, vllm):
     tab = await started_chat(pg_app)

@@ -59,27 +59,27 @@ async def two_users(store: ChatStore) -> tuple[str, str]:
 async def test_a_users_presets_are_theirs_alone(store):
     await two_users(store)
     presets, settings = PresetStore(store.writer), {"temperature": 0.3, "system_prompt": "ALICE"}
-    assert await presets.save("alice", "Short", settings) is Outcome.SAVED
-    assert await presets.save("alice", "Short", settings | {"temperature": 0.4}) is Outcome.REPLACED
+    assert await presets.save("alice", "Short", settings, []) is Outcome.SAVED
+    assert await presets.save("alice", "Short", settings | {"temperature": 0.4}, ["d1"]) is Outcome.REPLACED
     assert await presets.list("bob") == []
     assert await presets.rename("bob", "Short", "Mine") is Outcome.NOT_FOUND
     assert await presets.delete("bob", "Short") is Outcome.NOT_FOUND
-    assert await presets.save("bob", "Short", {"temperature": 1.5}) is Outcome.SAVED  # his own, beside hers
+    assert await presets.save("bob", "Short", {"temperature": 1.5}, []) is Outcome.SAVED  # his own, beside hers
     assert await presets.rename("alice", "Short", "Brief") is Outcome.RENAMED
-    assert await presets.save("alice", "Other", settings) is Outcome.SAVED
+    assert await presets.save("alice", "Other", settings, []) is Outcome.SAVED
     assert await presets.rename("alice", "Other", "Brief") is Outcome.NAME_TAKEN
-    assert [(p.name, p.preferences["temperature"]) for p in await presets.list("alice")] == [
-        ("Brief", 0.4),
-        ("Other", 0.3),
+    assert [(p.name, p.preferences["temperature"], p.documents) for p in await presets.list("alice")] == [
+        ("Brief", 0.4, ["d1"]),
+        ("Other", 0.3, []),
     ]
     assert [(p.name, p.preferences) for p in await presets.list("bob")] == [("Short", {"temperature": 1.5})]
     for number in range(MOST_PRESETS - 2):
-        assert await presets.save("alice", f"p{number}", settings) is Outcome.SAVED
-    assert await presets.save("alice", "one too many", settings) is Outcome.TOO_MANY
-    assert await presets.save("alice", "Brief", settings) is Outcome.REPLACED  # replacing is still possible
+        assert await presets.save("alice", f"p{number}", settings, []) is Outcome.SAVED
+    assert await presets.save("alice", "one too many", settings, []) is Outcome.TOO_MANY
+    assert await presets.save("alice", "Brief", settings, []) is Outcome.REPLACED  # replacing is still possible
     assert await presets.delete("alice", "Brief") is Outcome.DELETED
     assert await presets.get("alice", "Brief") is None and await presets.get("bob", "Short") is not None
-    assert await presets.save("nobody", "x", settings) is Outcome.NOT_FOUND
+    assert await presets.save("nobody", "x", settings, []) is Outcome.NOT_FOUND
 
 
 async def test_favourite_prompts_are_starred_and_listed_only_by_their_user(store, hooks):

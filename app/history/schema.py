@@ -123,6 +123,8 @@ presets = sa.Table(
     sa.Column("name", sa.String(255), nullable=False),
     sa.Column("preferences", sa.JSON, nullable=False),
     sa.Column("created_at", sa.String(40), nullable=False),
+    # The documents a chat started with it searches (ids of the user's own; None: none).
+    sa.Column("documents", sa.JSON),
     sa.UniqueConstraint("user_id", "name", name="uq_presets_user_name"),
 )
 

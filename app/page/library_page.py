@@ -47,6 +47,13 @@ async def offer(chat: Tab, library: Library | None) -> None:
         await cl.context.emitter.set_commands([command])
 
 
+async def start_with(chat: Tab, library: Library | None, documents: list[str]) -> None:
+    """A new chat searching these documents of the user's (a preset's); one gone since is left out."""
+    if library is not None and chat.user is not None:
+        for document_id in documents:
+            await library.use(chat.user, seam.thread_id(), document_id)
+
+
 async def show_library(chat: Tab, library: Library | None) -> None:
     """The user's documents in a message of their own (not stored), each with its buttons."""
     if library is None or chat.user is None:

@@ -87,6 +87,17 @@ async def own_presets(user: str | None, settings: Settings, store: PresetStore |
     return {preset.name: apply_changes(defaults, preset.preferences, settings.max_tokens_limit)[0] for preset in stored}
 
 
+async def starting_documents(profile: str | None, user: str | None, store: PresetStore | None) -> list[str]:
+    """The documents a chat started with the user's own preset of that name searches (none for any other)."""
+    if not profile or profile in BY_NAME or user is None or store is None:
+        return []
+    try:
+        preset = await store.get(user, profile)
+    except HistoryUnavailable:  # logged by the store; the chat starts without them
+        return []
+    return preset.documents if preset is not None else []
+
+
 async def starting_preferences(
     profile: str | None, user: str | None, lang: str, settings: Settings, store: PresetStore | None
 ) -> Preferences:

@@ -12,6 +12,7 @@ from chainlit.input_widget import InputWidget, Select, Switch, TextInput
 from app.chat.preferences import Preferences
 from app.chat.tab import Tab
 from app.config import Settings
+from app.documents.library import Library
 from app.errors import ChatError, HistoryUnavailable, Problem
 from app.i18n import error_text, text
 from app.page import seam
@@ -71,7 +72,7 @@ def preset_widgets(lang: str, names: list[str]) -> list[InputWidget]:
     return widgets
 
 
-async def act(chat: Tab, asked: dict[str, Any], store: PresetStore | None) -> bool:
+async def act(chat: Tab, asked: dict[str, Any], store: PresetStore | None, library: Library | None) -> bool:
     """Do what the panel asks of the user's presets, saying how it went; False if it asked nothing."""
     save, new_name, picked = (typed(asked.get(field)) for field in (SAVE, RENAME, PICK))
     delete = asked.get(DELETE) is True
@@ -82,7 +83,9 @@ async def act(chat: Tab, asked: dict[str, Any], store: PresetStore | None) -> bo
             raise ChatError(Problem.PRESETS_NEED_HISTORY)
         if save:
             name = preset_name(save)
-            await report(chat, await store.save(chat.user, name, chat.preferences.model_dump()), name)
+            searched = await library.listed(chat.user, seam.thread_id()) if library is not None else []
+            documents = [document.id for document in searched]  # a chat started with it searches them too
+            await report(chat, await store.save(chat.user, name, chat.preferences.model_dump(), documents), name)
         if picked and delete:
             await report(chat, await store.delete(chat.user, picked), picked)
         elif picked and new_name:

@@ -1,4 +1,4 @@
-"""Documents: each user's indexed files, their passages in the database's full-text index, and their chats."""
+"""Documents: each user's files, their passages in the database's full-text index, their chats and presets."""
 
 from __future__ import annotations
 
@@ -50,9 +50,13 @@ def upgrade() -> None:
         sa.Column("added_at", sa.String(40), nullable=False),
     )
     passage_index.create(op.get_bind())
+    with op.batch_alter_table("presets") as presets:
+        presets.add_column(sa.Column("documents", sa.JSON))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("presets") as presets:
+        presets.drop_column("documents")
     passage_index.drop(op.get_bind())
     op.drop_table("chat_documents")
     op.drop_table("passages")
