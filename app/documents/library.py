@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from app.chat.passages import Passage
 from app.documents.embeddings import Embedder, fused, nearest
 from app.documents.split import pieces
 from app.documents.terms import indexed, query_terms
+from app.errors import HistoryUnavailable
 from app.history import passage_index
 from app.history.schema import chat_documents, documents, passages, timestamp, user_row, users
 from app.history.writer import Writer
@@ -259,7 +261,11 @@ class ChatDocuments:
     thread_id: str
 
     async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
-        return await self.library.find(self.user, self.thread_id, texts, limit)
+        with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
+            return await self.library.find(self.user, self.thread_id, texts, limit)
+        return []
 
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:
-        return await self.library.texts(self.user, documents)
+        with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
+            return await self.library.texts(self.user, documents)
+        return {}

@@ -24,7 +24,7 @@ from app.chat.reply import NOT_SENT_PROBLEMS, Reply
 from app.chat.tab import Tab
 from app.config import DEFAULT_DOCUMENT_SHARE
 from app.documents.library import Library, Outcome
-from app.errors import ChatError, Problem
+from app.errors import ChatError, HistoryUnavailable, Problem
 from app.i18n import text
 from app.page import seam
 from app.page.answer_controls import offer_regenerate, show_line
@@ -110,7 +110,13 @@ class Pipeline:
         for index, file in enumerate(files):
             whole = index not in searched
             line = None if whole else await say_reading(chat, file)
-            outcome = await self.library.keep(chat.user, seam.thread_id(), file, whole=whole)
+            try:
+                outcome = await self.library.keep(chat.user, seam.thread_id(), file, whole=whole)
+            except HistoryUnavailable:  # logged by the store: read whole where it fits, as with no history
+                if line is not None:
+                    await seam.hide(line)
+                kept.append(file)
+                continue
             if outcome.outcome is Outcome.LIBRARY_FULL:
                 raise ChatError(Problem.LIBRARY_FULL, name=file.name, limit=self.library.most_bytes // 1_000_000)
             if outcome.outcome is Outcome.CHAT_FULL:
