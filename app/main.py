@@ -75,7 +75,7 @@ async def on_chat_resume(thread: ThreadDict) -> None:
     chat.user = seam.tab_user()
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
-    await library_page.offer(chat, APP.library)
+    await library_page.resume(chat, APP.library)
 
 
 @seam.instead_of_chainlit("chat_settings_change")

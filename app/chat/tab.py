@@ -35,6 +35,10 @@ class Tab:
     regenerate: Control | None = None
     # Set by a resume: the answers' lines and the versions' controls are drawn once the page shows the messages.
     resumed: bool = False
+    # Whether the chat searches documents: only then does a question cost a search (the database may be slow).
+    searches_documents: bool = False
+    # The texts of this chat's files read whole, by document id, once read: a turn does not ask the database.
+    file_texts: dict[str, str] = field(default_factory=dict)
 
     @property
     def generating(self) -> bool:

@@ -247,9 +247,18 @@ class Library:
             query = query.where(passages.c.document_id.in_(scope))
         return [Passage(row.id, row.name, row.page, row.heading, row.text) for row in connection.execute(query)]
 
-    def finder(self, user: str, thread_id: str) -> ChatDocuments:
-        """The documents one chat of the user's searches."""
-        return ChatDocuments(self, user, thread_id)
+    def finder(self, user: str, thread_id: str, *, searches: bool, known: dict[str, str]) -> ChatDocuments:
+        """The documents one chat of the user's searches (`searches`: it has any), and those it reads whole.
+
+        `known`: the texts of documents read whole the chat already has, filled with those read from now on.
+        """
+        return ChatDocuments(self, user, thread_id, searches, known)
+
+    async def searched_by(self, user: str, thread_id: str) -> bool:
+        """Whether a chat of the user's searches any document (False while the database fails)."""
+        with contextlib.suppress(HistoryUnavailable):  # logged by the store
+            return bool(await self.listed(user, thread_id))
+        return False
 
 
 @dataclass(frozen=True)
@@ -259,13 +268,21 @@ class ChatDocuments:
     library: Library
     user: str
     thread_id: str
+    # Whether the chat has documents to search: a chat without costs no query per question.
+    searches: bool
+    # The texts of the chat's documents read whole, once read (the tab's).
+    known: dict[str, str]
 
     async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
+        if not self.searches:
+            return []
         with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
             return await self.library.find(self.user, self.thread_id, texts, limit)
         return []
 
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:
-        with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
-            return await self.library.texts(self.user, documents)
-        return {}
+        missing = [document for document in documents if document not in self.known]
+        if missing:
+            with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
+                self.known.update(await self.library.texts(self.user, missing))
+        return {document: self.known[document] for document in documents if document in self.known}

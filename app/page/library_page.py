@@ -47,11 +47,18 @@ async def offer(chat: Tab, library: Library | None) -> None:
         await cl.context.emitter.set_commands([command])
 
 
+async def resume(chat: Tab, library: Library | None) -> None:
+    """A resumed chat: whether it searches documents, and the Documents button."""
+    if library is not None and chat.user is not None:
+        chat.searches_documents = await library.searched_by(chat.user, seam.thread_id())
+    await offer(chat, library)
+
+
 async def start_with(chat: Tab, library: Library | None, documents: list[str]) -> None:
     """A new chat searching these documents of the user's (a preset's); one gone since is left out."""
     if library is not None and chat.user is not None:
         for document_id in documents:
-            await library.use(chat.user, seam.thread_id(), document_id)
+            chat.searches_documents |= await library.use(chat.user, seam.thread_id(), document_id) is Outcome.USED
 
 
 async def show_library(chat: Tab, library: Library | None) -> None:
@@ -99,6 +106,7 @@ async def act(chat: Tab, library: Library | None, name: str, payload: dict[str, 
         return
     if name == USE:
         outcome = await library.use(chat.user, seam.thread_id(), document_id)
+        chat.searches_documents |= outcome is Outcome.USED
     elif name == DELETE:
         outcome = await library.delete(chat.user, document_id)
     elif isinstance(new_name := payload.get("name"), str) and new_name.strip():

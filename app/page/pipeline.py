@@ -96,7 +96,8 @@ class Pipeline:
         """The chat core's reply for this tab's chat, searching its documents."""
         finder: Finder | None = None
         if self.library is not None and chat.user is not None:
-            finder = self.library.finder(chat.user, seam.thread_id())
+            thread_id, searches = seam.thread_id(), chat.searches_documents
+            finder = self.library.finder(chat.user, thread_id, searches=searches, known=chat.file_texts)
         return Reply(
             self.backend, chat.preferences, self.stream_interval_s, self.low_water, finder, self.document_share
         )
@@ -124,6 +125,9 @@ class Pipeline:
             if line is not None:
                 line.content = text(chat.lang, "document_indexed", name=file.name, passages=outcome.passages)
                 await show(line, redraw=True)
+            chat.searches_documents |= not whole
+            if whole and outcome.document_id is not None:
+                chat.file_texts[outcome.document_id] = file.text
             kept.append(file if outcome.document_id is None else file.kept_as(outcome.document_id, whole=whole))
         return kept
 
