@@ -23,6 +23,7 @@
     [".edit-message", "webApp.editMessage"],
     ["button:has(> svg.lucide-arrow-down)", "webApp.scrollDown"], // back to the newest message
     ["#theme-toggle", "webApp.theme"], // Chainlit's own name is English only
+    ["#command-Documents", "webApp.documents"], // the Documents button: its label is hidden on a narrow page
     ["button:has(> .sr-only):has(> svg.lucide-x)", "webApp.close"], // a dialog's X, English only too
   ];
   // The sidebar's toggle (and the rail along its edge) says what it does next, as its tooltip does.

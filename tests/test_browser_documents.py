@@ -29,7 +29,7 @@ def test_an_answer_from_a_document_names_its_sources_which_open_and_the_library_
     page.locator("#upload-button-input").set_input_files([str(manual)])
     page.wait_for_timeout(1_000)  # the upload
     send(page, ENGLISH_QUESTION)
-    wait_answer_done(page, 2)
+    wait_answer_done(page, 3)  # the greeting, the line saying the file is split into passages, the answer
     sources = page.locator(ANSWERS).last.get_by_test_id("source")
     needle = sources.filter(has_text=f"pump-manual.pdf, p. {NEEDLE_PAGE}")
     expect(needle).to_have_count(1, timeout=10_000)

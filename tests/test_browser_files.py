@@ -89,27 +89,32 @@ def test_files_attached_in_the_page_are_answered_and_reach_the_model_under_their
     assert len(vllm.logged_requests()) == seen_before
 
     # Over the size limit: the page refuses it itself, with a message; no upload is made.
-    assert attach(page, write(tmp_path, "big.txt", b"x" * 5_000_000), uploads=0) == []
-    expect(page.locator("[data-sonner-toast]")).to_contain_text("File is larger than 1 MB")
+    assert attach(page, write(tmp_path, "big.txt", b"x" * 25_000_000), uploads=0) == []
+    expect(page.locator("[data-sonner-toast]")).to_contain_text("File is larger than 20 MB")
     page.context.close()
 
 
-def test_a_file_over_the_window_is_refused_in_the_page_with_its_numbers(browser, small_app, small_vllm, tmp_path):
-    page = open_chat(browser, small_app.url)
-    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
-    long_text = "Every line of this file is long enough to fill the tiny window quickly.\n" * 30
-    attach(page, write(tmp_path, "long.txt", long_text.encode()))
-    seen_before = len(small_vllm.logged_requests())
-    send(page, "Summarize.")
-    system = {"role": "system", "content": DEFAULT_SYSTEM_PROMPT}
-    typed = small_vllm.count_chat_tokens([system, {"role": "user", "content": "Summarize."}])
-    with_file = seen([("long.txt", long_text)], "Summarize.")
-    whole = small_vllm.count_chat_tokens([system, {"role": "user", "content": with_file}])
-    room = 256 - 16 - typed  # the window, less the shortest answer worth asking for
-    line = f"long.txt is too long for the model's window: it needs {whole - typed} tokens and only {room} are left"
-    expect(page.get_by_text(line)).to_be_visible(timeout=30_000)
-    assert len(small_vllm.logged_requests()) == seen_before
-    page.context.close()
+@pytest.mark.app  # an app of its own, with the history off: a document has nowhere to be kept
+def test_with_the_history_off_a_file_over_the_window_is_refused_in_the_page_with_its_numbers(
+    browser, small_vllm, tmp_path
+):
+    app = ChatApp(small_vllm, extra_env={"HISTORY": "false"})
+    with running(app):
+        page = open_chat(browser, app.url)
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        long_text = "Every line of this file is long enough to fill the tiny window quickly.\n" * 30
+        attach(page, write(tmp_path, "long.txt", long_text.encode()))
+        seen_before = len(small_vllm.logged_requests())
+        send(page, "Summarize.")
+        system = {"role": "system", "content": DEFAULT_SYSTEM_PROMPT}
+        typed = small_vllm.count_chat_tokens([system, {"role": "user", "content": "Summarize."}])
+        with_file = seen([("long.txt", long_text)], "Summarize.")
+        whole = small_vllm.count_chat_tokens([system, {"role": "user", "content": with_file}])
+        room = 256 - 16 - typed  # the window, less the shortest answer worth asking for
+        line = f"long.txt is too long for the model's window: it needs {whole - typed} tokens and only {room} are left"
+        expect(page.get_by_text(line)).to_be_visible(timeout=30_000)
+        assert len(small_vllm.logged_requests()) == seen_before
+        page.context.close()
 
 
 @pytest.mark.app  # an app of its own, restarted

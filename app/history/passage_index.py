@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from app.history.schema import PASSAGE_TERMS, chat_documents, documents, passages
+from app.history.schema import PASSAGE_TERMS, PASSAGE_TERMS_INDEX, chat_documents, documents, passages
 
 # SQLite: an FTS5 table whose rowid is the passage's id (BM25 ranking built in). unicode61 splits the
 # segmented terms at the spaces put between them and folds case and diacritics.
@@ -17,7 +17,7 @@ SQLITE_TABLE = PASSAGE_TERMS
 SQLITE_CREATE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {SQLITE_TABLE} USING fts5(terms, tokenize='unicode61')"
 # PostgreSQL: a GIN index over the terms' tsvector; 'simple' keeps every word as it is (no English stemming,
 # which would also change Chinese words' neighbours), so both databases match the same words.
-POSTGRES_INDEX = "ix_passages_terms"
+POSTGRES_INDEX = PASSAGE_TERMS_INDEX
 POSTGRES_CREATE = f"CREATE INDEX IF NOT EXISTS {POSTGRES_INDEX} ON passages USING gin (to_tsvector('simple', terms))"
 
 

@@ -183,9 +183,15 @@ chat_documents = sa.Table(
 PASSAGE_TERMS = "passage_terms"
 
 
+# PostgreSQL's GIN index over the passages' terms: an expression index, made by its own SQL too.
+PASSAGE_TERMS_INDEX = "ix_passages_terms"
+
+
 def in_metadata(name: str | None, kind: str, _parents: object) -> bool:
-    """Whether Alembic compares this object with `metadata` (the full-text tables are not in it)."""
-    return not (kind == "table" and name is not None and name.startswith(PASSAGE_TERMS))
+    """Whether Alembic compares this object with `metadata` (the full-text index's table and index are not in it)."""
+    if kind == "table" and name is not None and name.startswith(PASSAGE_TERMS):
+        return False
+    return not (kind == "index" and name == PASSAGE_TERMS_INDEX)
 
 
 def user_row(user: str) -> sa.ScalarSelect[Any]:
