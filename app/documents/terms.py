@@ -9,6 +9,8 @@ import rjieba
 
 # A token worth indexing holds a letter or a digit (jieba also returns spaces and punctuation as tokens).
 WORDLIKE = re.compile(r"[^\W_]")
+# Runs of Chinese characters (CJK ideographs), whose neighbouring pairs are indexed beside jieba's words.
+CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
 # Words too common to tell passages apart; left out of questions (the index keeps them: BM25 weighs them down).
 ENGLISH_STOPWORDS = (
     "a an and are as at be but by can could did do does for from had has have how i if in into is it its me my "
@@ -21,13 +23,14 @@ CHINESE_STOPWORDS = (
 )
 STOPWORDS = frozenset(f"{ENGLISH_STOPWORDS} {CHINESE_STOPWORDS}".split())
 # The most words a question brings to the index: a long pasted question would otherwise match everything.
-MOST_QUERY_TERMS = 40
+MOST_QUERY_TERMS = 64
 
 
 def words(text: str) -> list[str]:
-    """The text's words in order, lower case, full-width forms folded; Chinese runs cut into words and their parts."""
+    """The text's words, lower case, full-width forms folded; Chinese runs cut into words, then into pairs too."""
     folded = unicodedata.normalize("NFKC", text).lower()
-    return [token.strip() for token in rjieba.cut_for_search(folded) if WORDLIKE.search(token)]
+    segmented = [token.strip() for token in rjieba.cut_for_search(folded) if WORDLIKE.search(token)]
+    return segmented + [run[i : i + 2] for run in CJK_RUN.findall(folded) for i in range(len(run) - 1)]
 
 
 def indexed(text: str) -> str:
