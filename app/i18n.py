@@ -130,7 +130,7 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.FILE_TOO_LONG: "{name} is too long for the model's window: it needs {tokens} tokens "
         "and only {room} are left for it. Nothing was sent; attach a shorter file.",
         Problem.LIBRARY_FULL: "{name} would take your documents past {limit} MB. Nothing was sent; delete "
-        "documents you no longer need (/documents) and attach it again.",
+        "documents you no longer need (the Documents button) and attach it again.",
         Problem.CHAT_DOCUMENTS_FULL: "{name}: this chat already searches {limit} documents, as many as one chat "
         "may. Nothing was sent; start a new chat for it.",
     },
@@ -254,7 +254,7 @@ TEXT: dict[str, dict[str, str]] = {
             "未发送任何内容；请附加更短的文件。"
         ),
         Problem.LIBRARY_FULL: (
-            "{name} 会使你的文档超过 {limit} MB。未发送任何内容；请删除不再需要的文档（/documents）后再附加。"
+            "{name} 会使你的文档超过 {limit} MB。未发送任何内容；请删除不再需要的文档（“Documents”按钮）后再附加。"
         ),
         Problem.CHAT_DOCUMENTS_FULL: (
             "{name}：这个对话已在检索 {limit} 个文档，已达单个对话的上限。未发送任何内容；请为它开始新的对话。"

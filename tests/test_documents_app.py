@@ -169,3 +169,33 @@ async def test_with_an_embedding_model_passages_are_ranked_by_both_and_keywords_
     prompt, _ = await asked(tab, vllm, ENGLISH_QUESTION)
     assert ENGLISH_NEEDLE in prompt
     await tab.close()
+
+
+@pytest.fixture(scope="module")
+def small_library_app(vllm: VllmServer) -> Iterator[ChatApp]:
+    """The app keeping 1 MB of documents a user, one a chat."""
+    app = ChatApp(vllm, extra_env={"LIBRARY_MAX_MB": "1", "DOCUMENTS_PER_CHAT": "1"})
+    with running(app):
+        yield app
+
+
+@pytest.mark.vllm
+async def test_the_library_and_chat_limits_refuse_a_document_with_their_numbers(small_library_app, vllm):
+    tab = await started_chat(small_library_app)
+    before = len(vllm.logged_requests())
+    big = await attach(tab, "big.txt", ("A line of a long file. " * 60_000).encode(), "text/plain")  # 1.4 MB
+    refused = [m["output"] for m in await tab.ask("Summarize.", files=(big,)) if m.get("isError")]
+    assert refused == [
+        "big.txt would take your documents past 1 MB. Nothing was sent; delete documents you no longer need "
+        "(the Documents button) and attach it again."
+    ]
+    assert len(vllm.logged_requests()) == before  # nothing reached the model
+    manual = await attach(tab, "manual.pdf", english_manual(), "application/pdf")
+    answer_of(await tab.ask(ENGLISH_QUESTION, files=(manual,)))
+    second = await attach(tab, "second.pdf", english_manual(), "application/pdf")
+    refused = [m["output"] for m in await tab.ask("And this one?", files=(second,)) if m.get("isError")]
+    assert refused == [
+        "second.pdf: this chat already searches 1 documents, as many as one chat may. Nothing was sent; start a "
+        "new chat for it."
+    ]
+    await tab.close()

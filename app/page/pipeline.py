@@ -118,6 +118,8 @@ class Pipeline:
                     await seam.hide(line)
                 kept.append(file)
                 continue
+            if line is not None and outcome.outcome is not Outcome.KEPT:
+                await seam.hide(line)
             if outcome.outcome is Outcome.LIBRARY_FULL:
                 raise ChatError(Problem.LIBRARY_FULL, name=file.name, limit=self.library.most_bytes // 1_000_000)
             if outcome.outcome is Outcome.CHAT_FULL:
