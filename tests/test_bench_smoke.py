@@ -10,29 +10,19 @@ import pytest
 from tests.support.servers import ROOT
 
 
+def bench(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a benchmark as `make` does, tiny; it must end well (its output for the test to read)."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 @pytest.mark.vllm
 @pytest.mark.app
 def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.bench_app",
-            "--sessions",
-            "2",
-            "--tokens",
-            "8",
-            "--rounds",
-            "1",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = bench("tools.bench_app", "--sessions", "2", "--tokens", "8", "--rounds", "1", "--out", str(tmp_path))
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 2 |")]
     assert [row.split("|")[2].strip() for row in rows] == ["direct", "app"]
     assert all(row.rstrip(" |").endswith("| 0") for row in rows), rows
@@ -43,14 +33,7 @@ def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
 @pytest.mark.vllm
 @pytest.mark.app
 def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tools.bench_long_chat", "--turns", "8", "--words", "60", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = bench("tools.bench_long_chat", "--turns", "8", "--words", "60", "--out", str(tmp_path))
     summary = {row.split("|")[1].strip(): row for row in result.stdout.splitlines() if row.startswith("| low water")}
     assert set(summary) == {"low water 0.5", "low water 1"}
     turns = [row for row in result.stdout.splitlines() if row.startswith("| 8 |")]
@@ -61,28 +44,19 @@ def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):
 @pytest.mark.vllm
 @pytest.mark.app
 def test_documents_benchmark_prints_both_sides_per_question_and_the_cut_loses_the_last_needle(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.bench_documents",
-            "--model",
-            "tiny",
-            "--pages",
-            "8",
-            "--questions",
-            "2",
-            "--window",
-            "2048",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
+    result = bench(
+        "tools.bench_documents",
+        "--model",
+        "tiny",
+        "--pages",
+        "8",
+        "--questions",
+        "2",
+        "--window",
+        "2048",
+        "--out",
+        str(tmp_path),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     summary = [row.split("|")[1].strip() for row in lines if row.startswith(("| from passages", "| cut to fit"))]
     assert summary == ["from passages", "cut to fit by hand"]
@@ -95,14 +69,7 @@ def test_documents_benchmark_prints_both_sides_per_question_and_the_cut_loses_th
 
 @pytest.mark.postgres
 def test_retrieval_benchmark_prints_recall_per_method_and_language_and_indexing_per_database(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tools.bench_retrieval", "--questions", "5", "--pages", "3", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = bench("tools.bench_retrieval", "--questions", "5", "--pages", "3", "--out", str(tmp_path))
     lines = result.stdout.splitlines()
     recall = {row.split("|")[1].strip(): row.split("|")[2:-1] for row in lines if "%" in row and row.startswith("| ")}
     assert list(recall) == [
