@@ -38,10 +38,6 @@ class LlamaServer(ServedModel):
         slots = [slot for slot in self.get("/slots") if "id_task" in slot]
         return max(slots, key=lambda slot: slot["id_task"]) if slots else {"id_task": -1}
 
-    def completions(self) -> int:
-        """How many completions llama-server has run (its log times each one)."""
-        return self.log_path.read_text(errors="replace").count("print_timing")
-
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """The prompt tokens llama-server reports (its usage figures) for a chat completion of these messages."""
         body = {"model": "ernie-tiny", "messages": messages, "max_tokens": 1}
