@@ -129,8 +129,12 @@ class Settings(EnvSettings):
     data_dir: Path = Field(ROOT / "data", description="the SQLite history and the login secret")
     database_url: str = Field("", description="SQLite or PostgreSQL URL of the history; empty: DATA_DIR/chat.db")
     database_timeout: float = Field(
-        15.0, gt=0, description="seconds to wait for the history database before the chat says it could not save"
+        15.0, gt=0, description="seconds to wait for the history database before writes wait in the journal"
     )
+    journal_dir: Path = Field(
+        Path(""), description="folder of the journal of writes the database could not take yet; empty: DATA_DIR/journal"
+    )
+    journal_max_mb: int = Field(100, ge=1, description="the most the journal holds, in MB; writes past it are not kept")
     allowed_origins: str = Field(
         "", description="web origins that may use the chat, comma-separated; empty: the chat's own address; *: any"
     )
@@ -168,6 +172,13 @@ class Settings(EnvSettings):
     def _from_project_root(cls, value: Path) -> Path:
         """A relative folder is the project's, wherever the app was started from."""
         return value if value.is_absolute() else ROOT / value
+
+    @property
+    def journal_folder(self) -> Path:
+        """Where the journal is kept: JOURNAL_DIR (relative: the project's), else DATA_DIR/journal."""
+        if not str(self.journal_dir) or self.journal_dir == Path():
+            return self.data_dir / "journal"
+        return self.journal_dir if self.journal_dir.is_absolute() else ROOT / self.journal_dir
 
     @field_validator("allowed_origins", "frame_ancestors")
     @classmethod

@@ -49,8 +49,13 @@ TEXT: dict[str, dict[str, str]] = {
         "export_json": "Export JSON",
         "export_ready": "This chat as {kind}:",
         "export_empty": "Nothing to export yet: this chat is saved from its first answer on.",
-        "history_unavailable": "This chat could not be saved to the history just now (the app's log says why). "
-        "You can go on chatting; what is said meanwhile may be missing after a reload.",
+        "history_unavailable": "This could not be saved to the history just now (the app's log says why).",
+        "unsaved_journaled": "Not saved yet: the history's database is away; kept on this server and saved when it "
+        "is back",
+        "unsaved_in_memory": "Not saved yet: the disk is full, so this is kept in memory only and lost if the app "
+        "stops before the database takes it",
+        "unsaved_lost": "Not saved: the server's journal of waiting messages is full (JOURNAL_MAX_MB), so this "
+        "message is not kept in the history",
         "you": "You",
         "stats": "first token {ttft} · {tokens} tokens · {rate} tok/s",
         "label_temperature": "Temperature",
@@ -177,9 +182,10 @@ TEXT: dict[str, dict[str, str]] = {
         "export_json": "导出 JSON",
         "export_ready": "本次对话的 {kind} 文件：",
         "export_empty": "暂无可导出的内容：对话从第一条回答起才会保存。",
-        "history_unavailable": (
-            "本次对话暂时无法保存到历史记录（原因见应用日志）。你可以继续聊天；期间的内容在刷新后可能缺失。"
-        ),
+        "history_unavailable": "这项内容暂时无法保存到历史记录（原因见应用日志）。",
+        "unsaved_journaled": "尚未保存：历史数据库暂时不可用；已保留在本服务器上，数据库恢复后即保存",
+        "unsaved_in_memory": "尚未保存：磁盘已满，只保留在内存中；若应用在数据库恢复前停止，将会丢失",
+        "unsaved_lost": "未保存：服务器的待保存消息日志已满（JOURNAL_MAX_MB），这条消息不会保存到历史记录",
         "you": "你",
         "stats": "首个 token {ttft} · {tokens} 个 token · {rate} token/秒",
         "label_temperature": "温度",

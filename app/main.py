@@ -31,9 +31,10 @@ APP = build(get_settings())
 
 @cl.on_app_startup
 async def on_app_startup() -> None:
-    """Close connections of ended logins from now on; leave what start-up built out of garbage collection."""
+    """Close connections of ended logins from now on, make the writes a stopped app kept; freeze start-up's objects."""
     if APP.sessions is not None:
         APP.sessions.start_sweeping()
+    APP.history.start_saving_kept()
     gc.collect()  # a full collection of start-up's objects paused every stream ~150 ms
     gc.freeze()
 

@@ -6,6 +6,7 @@ Served on a port of its own (METRICS_PORT, loopback), not on the chat's public a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
@@ -42,6 +43,18 @@ HISTORY_COMMIT = Histogram(
     "One batch of history writes, from its start to its commit",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
 )
+
+
+HISTORY_WAITING = Gauge("chat_history_writes_waiting", "Writes in the journal, waiting for the history database")
+HISTORY_WAITING_AGE = Gauge(
+    "chat_history_oldest_waiting_write_seconds", "How long the oldest write in the journal has waited (0: none waits)"
+)
+
+
+def watch_waiting(waiting: Callable[[], tuple[int, float]]) -> None:
+    """Report the journal's waiting writes and the oldest one's age, read at each scrape."""
+    HISTORY_WAITING.set_function(lambda: waiting()[0])
+    HISTORY_WAITING_AGE.set_function(lambda: waiting()[1])
 
 
 def serve(host: str, port: int) -> None:

@@ -26,6 +26,7 @@ from app.chat.preferences import Preferences
 from app.errors import HistoryUnavailable, LoginRequired
 from app.history.accounts import Login, auth_secret, login_mode, remove_user, set_password, verify_password
 from app.history.database import create_engine, database_url, upgrade
+from app.history.journal import Journal, Saving
 from app.history.logins import Logins, LoginToken
 from app.history.schema import in_metadata, metadata
 from app.history.store import Actor, ChatStore
@@ -210,44 +211,54 @@ async def test_deleting_a_chat_removes_all_of_it_and_nothing_else(store):
     assert kept is not None and len(kept["steps"]) == 2 and kept["steps"][1]["feedback"]["value"] == 1
 
 
-async def test_a_failed_write_is_reported_and_raised_only_where_someone_waits(tmp_path, caplog):
+async def test_a_failed_write_is_logged_and_raised_only_where_someone_waits_for_its_result(tmp_path, caplog):
     init_http_context()  # Chainlit holds writes back in a chat session until its first message
     hooks = Hooks()
-    broken = hooks.store(create_engine(f"sqlite:///{tmp_path}"))  # a folder
-    reported = hooks.failures
-    await broken.create_step(step("u1", "t1", "user_message", "hi", 1))  # a task nobody awaits: never raises
-    with pytest.raises(HistoryUnavailable):
-        await broken.update_thread("t1", name="renamed")
-    assert reported == ["save a message", "save the chat"]
-    assert [r.levelname for r in caplog.records if "History: could not" in r.getMessage()] == ["ERROR", "ERROR"]
+    broken = hooks.store(create_engine(f"sqlite:///{tmp_path}"))  # a folder; and no journal to keep writes in
+    await broken.create_step(step("u1", "t1", "user_message", "hi", 1))  # what was said: never raises
+    await broken.update_thread("t1", name="renamed")
+    assert hooks.failures == []
+    with pytest.raises(HistoryUnavailable):  # a rating's route waits for its id
+        await broken.upsert_feedback(Feedback(forId="u1", value=1))
+    assert hooks.failures == ["store feedback"]
+    logged = [r.getMessage().split(":")[1] for r in caplog.records if "History: could not" in r.getMessage()]
+    assert logged == [" could not save a message", " could not save the chat", " could not store feedback"]
+    assert {r.levelname for r in caplog.records if "History: could not" in r.getMessage()} == {"ERROR"}
     await broken.close()
 
 
-async def test_a_write_the_database_holds_up_is_reported_then_made_once_it_answers(tmp_path, caplog):
+async def test_writes_behind_a_database_that_holds_up_wait_in_the_journal_and_are_made_in_order(tmp_path, caplog):
     init_http_context()
     engine = create_engine(database_url("", tmp_path))
     upgrade(engine)
-    hooks = Hooks()
-    held_up = hooks.store(engine, timeout_s=0.5)
-    reported = hooks.failures
+    marks: list[dict[str, dict[str, Any]]] = []
+    journal = Journal(tmp_path / "journal", 1_000_000, marks.append)
+    journal.open()
+    held_up = Hooks().store(engine, timeout_s=0.5, journal=journal)
     other_writer = sqlite3.connect(tmp_path / "chat.db", isolation_level=None)
     other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock, as a hung transaction would
     try:
-        with pytest.raises(HistoryUnavailable):
-            await held_up.update_thread("t1", name="said while the database hangs")
-        assert reported == ["save the chat"]
+        await held_up.update_thread("t1", name="said while the database hangs")  # waits 0.5 s, then goes on
+        await held_up.create_step(step("u1", "t1", "user_message", "said behind it", 1))
+        await held_up.create_step(step("a1", "t1", "assistant_message", "half", 2))
+        await held_up.update_step(step("a1", "t1", "assistant_message", "half, then whole", 2))
+        assert [record.messages for record in journal.records] == [("u1",), ("a1",), ("a1",)]
+        assert journal.path.read_bytes().count(b"\n") == 3  # on disk, in order
+        assert marks[0] == {"t1": {"u1": Saving.JOURNALED}}
     finally:
         other_writer.execute("ROLLBACK")
         other_writer.close()
-    await held_up.create_step(step("u1", "t1", "user_message", "said after", 1))
+    for _ in range(100):  # the hung commit lands, then the journal's writes, within seconds
+        if not journal.records:
+            break
+        await asyncio.sleep(0.1)
     thread = await held_up.get_thread("t1")
     assert thread is not None and thread["name"] == "said while the database hangs"
-    assert [s["output"] for s in thread["steps"]] == ["said after"]
-    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("History:")]
-    assert logged == [
-        ("ERROR", "History: could not save the chat: the database did not answer within 0.5 s"),
-        ("WARNING", "History: could not save the chat in time, but did once the database answered"),
-    ]
+    assert [s["output"] for s in thread["steps"]] == ["said behind it", "half, then whole"]
+    assert marks[-1] == {"t1": {"u1": None, "a1": None}} and journal.path.read_bytes() == b""
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("History:")]
+    assert logged[0] == "History: the database did not commit within 0.5 s: new writes wait in the journal"
+    assert logged[-1] == "History: 3 kept write(s) made now that the database answers"
     await held_up.close()
 
 
@@ -423,12 +434,12 @@ async def test_writes_wait_for_the_answers_being_written_at_most_a_while_and_a_f
     broken = broken_hooks.store(create_engine(f"sqlite:///{tmp_path}"))  # a folder
     reported = broken_hooks.failures
     with answering.answer():
-        failing = asyncio.ensure_future(broken.update_thread("t2", name="lost"))
+        failing = asyncio.ensure_future(broken.delete_thread("t2"))
         await asyncio.sleep(0.3)
         assert reported == [] and not failing.done()
     with pytest.raises(HistoryUnavailable):
         await failing
-    assert reported == ["save the chat"]
+    assert reported == ["delete a chat"]
     await broken.close()
 
     hooks.before_batch = functools.partial(answering.over, 0.2)

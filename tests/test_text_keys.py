@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.chat.preferences import Preferences
 from app.errors import Problem
+from app.history.journal import Saving
 from app.i18n import ERROR_BLANKS, TEXT
 from app.page.library_page import LABELS
 from app.page.settings_panel import label_key, tip_key
@@ -39,6 +40,7 @@ BUILT: dict[tuple[str, str], set[str]] = {
     ("app/presets/panel.py", "preset.label_key"): {preset.label_key for preset in BUILT_IN},
     ("app/presets/panel.py", "preset.about_key"): {preset.about_key for preset in BUILT_IN},
     ("app/page/library_page.py", "label"): set(LABELS.values()),
+    ("app/page/answer_controls.py", "f'unsaved_{unsaved}'"): {f"unsaved_{saving}" for saving in Saving},
 }
 
 

@@ -39,6 +39,8 @@ class Tab:
     searches_documents: bool = False
     # The texts of this chat's files read whole, by document id, once read: a turn does not ask the database.
     file_texts: dict[str, str] = field(default_factory=dict)
+    # Messages the history has not saved yet, and where each waits (the journal's Saving values): marked on the page.
+    unsaved: dict[str, str] = field(default_factory=dict)
 
     @property
     def generating(self) -> bool:

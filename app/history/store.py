@@ -20,10 +20,11 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from app.errors import HistoryUnavailable
 from app.history import passage_index
+from app.history.journal import Journal
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import chat_documents, elements, feedbacks, steps, threads, timestamp, uploaded_only_to, users
 from app.history.transcript import SHARING_KEYS, SHOWN_KEY, on_screen, relinked, shown_of
-from app.history.writer import SCRATCH, Writer
+from app.history.writer import SCRATCH, Kept, Writer
 
 if TYPE_CHECKING:
     from chainlit.element import Element, ElementDict
@@ -56,6 +57,25 @@ class Route(Enum):
 Caller = Actor | Route | None
 
 
+def as_data(caller: Caller) -> Any:
+    """A caller as the journal keeps it (JSON)."""
+    if isinstance(caller, Actor):
+        return {"user": caller.user, "thread_id": caller.thread_id}
+    return None if caller is None else caller.value
+
+
+def caller_of(data: Any) -> Caller:
+    """The caller a journal's record names."""
+    if isinstance(data, dict):
+        return Actor(str(data["user"]), str(data["thread_id"]))
+    return None if data is None else Route(data)
+
+
+def chat_of(caller: Caller, default: str) -> str:
+    """The chat whose order a write keeps: the tab's, else what it touches."""
+    return caller.thread_id if isinstance(caller, Actor) else default
+
+
 def nobody() -> Caller:
     """No actor given: writes into an existing chat are refused."""
     return None
@@ -78,6 +98,7 @@ class ChatStore(BaseDataLayer):
         new_chat_metadata: Callable[[], dict[str, Any]] = dict,
         on_write_failure: Callable[[str], Awaitable[None]] | None = None,
         before_batch: Callable[[], Awaitable[None]] | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.engine = engine
         self.writer = Writer(
@@ -86,7 +107,18 @@ class ChatStore(BaseDataLayer):
             on_write_failure=on_write_failure,
             before_batch=before_batch,
             after_commit=self._committed,
+            journal=journal,
         )
+        # What was said is kept as data (the journal holds it while the database is away), applied by these.
+        self.writer.appliers |= {
+            "step": self._apply_step,
+            "delete_step": self._apply_delete_step,
+            "element": self._apply_element,
+            "delete_element": self._apply_delete_element,
+            "thread": self._apply_thread,
+            "favourite": self._apply_favourite,
+            "delete_thread": self._apply_delete_thread,
+        }
         # Local single-user mode: whoever the header callback names becomes a user. With passwords,
         # users are only those added with `make user-add` (a removed user's token creates nobody).
         self.open_registration = open_registration
@@ -231,19 +263,21 @@ class ChatStore(BaseDataLayer):
     async def create_element(self, element: Element) -> None:
         details = dict(element.to_dict())
         row = {"id": element.id, "thread_id": element.thread_id, "for_id": element.for_id, "details": details}
-        actor, what = self.actor(), "save an answer's details"
+        actor = self.actor()
+        data = {"row": row, "actor": as_data(actor)}
+        await self.writer.keep("save an answer's details", Kept(chat_of(actor, element.thread_id), "element", data))
 
-        def work(connection: Connection) -> None:
-            if not self._writable(connection, element.thread_id, actor, what):
-                return
-            for_thread = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == element.for_id)).scalar()
-            if for_thread not in (None, element.thread_id):
-                logger.warning("History: refused to %s: message %s is in another chat", what, element.for_id)
-                return
-            self._ensure_thread(connection, element.thread_id)
-            put(connection, self._upsert(elements), row, what)
-
-        await self.writer.write_in_background("save an answer's details", work)
+    def _apply_element(self, connection: Connection, data: dict[str, Any]) -> None:
+        """Store an element of a chat's message, if the actor may write there and the message is that chat's."""
+        row, actor, what = data["row"], caller_of(data["actor"]), "save an answer's details"
+        if not self._writable(connection, row["thread_id"], actor, what):
+            return
+        for_thread = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == row["for_id"])).scalar()
+        if for_thread not in (None, row["thread_id"]):
+            logger.warning("History: refused to %s: message %s is in another chat", what, row["for_id"])
+            return
+        self._ensure_thread(connection, row["thread_id"])
+        put(connection, self._upsert(elements), row, what)
 
     async def get_element(self, thread_id: str, element_id: str) -> ElementDict | None:
         query = sa.select(elements.c.details).where(elements.c.id == element_id, elements.c.thread_id == thread_id)
@@ -251,14 +285,18 @@ class ChatStore(BaseDataLayer):
         return cast("ElementDict | None", details)
 
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
-        actor, what = self.actor(), "remove an answer's details"
+        actor = self.actor()
+        data = {"id": element_id, "actor": as_data(actor)}
+        await self.writer.keep(
+            "remove an answer's details", Kept(chat_of(actor, thread_id or element_id), "delete_element", data)
+        )
 
-        def work(connection: Connection) -> None:
-            chat = connection.execute(sa.select(elements.c.thread_id).where(elements.c.id == element_id)).scalar()
-            if chat is not None and self._writable(connection, chat, actor, what):
-                connection.execute(sa.delete(elements).where(elements.c.id == element_id))
-
-        await self.writer.write_in_background("remove an answer's details", work)
+    def _apply_delete_element(self, connection: Connection, data: dict[str, Any]) -> None:
+        """Remove an element, if the actor may write in its chat."""
+        element_id, actor = data["id"], caller_of(data["actor"])
+        chat = connection.execute(sa.select(elements.c.thread_id).where(elements.c.id == element_id)).scalar()
+        if chat is not None and self._writable(connection, chat, actor, "remove an answer's details"):
+            connection.execute(sa.delete(elements).where(elements.c.id == element_id))
 
     # ---- steps (messages) --------------------------------------------------------------
 
@@ -268,29 +306,32 @@ class ChatStore(BaseDataLayer):
     async def _save_step(self, step_dict: StepDict) -> None:
         """A message written or rewritten, for the tab it is made for."""
         if shown(step_dict):
-            actor = self.actor()
-            await self.writer.write_in_background(
-                "save a message", lambda connection: self._put_step(connection, step_dict, actor)
-            )
+            actor, thread_id = self.actor(), str(step_dict["threadId"])
+            data = {"step": dict(step_dict), "actor": as_data(actor)}
+            messages = (str(step_dict["id"]),)
+            await self.writer.keep("save a message", Kept(chat_of(actor, thread_id), "step", data, messages))
 
     async def update_step(self, step_dict: StepDict) -> None:
         await self._save_step(step_dict)
 
     async def delete_step(self, step_id: str) -> None:
         actor = self.actor()
+        data = {"id": step_id, "actor": as_data(actor)}
+        await self.writer.keep("remove a message", Kept(chat_of(actor, step_id), "delete_step", data))
 
-        def work(connection: Connection) -> None:
-            chat = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == step_id)).scalar()
-            if chat is None or not self._writable(connection, chat, actor, "remove a message"):
-                return
-            connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
-            connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
-            connection.execute(sa.delete(steps).where(steps.c.id == step_id))
+    def _apply_delete_step(self, connection: Connection, data: dict[str, Any]) -> None:
+        """Remove a message with its feedback and elements, if the actor may write in its chat."""
+        step_id, actor = data["id"], caller_of(data["actor"])
+        chat = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == step_id)).scalar()
+        if chat is None or not self._writable(connection, chat, actor, "remove a message"):
+            return
+        connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
+        connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
+        connection.execute(sa.delete(steps).where(steps.c.id == step_id))
 
-        await self.writer.write_in_background("remove a message", work)
-
-    def _put_step(self, connection: Connection, step_dict: StepDict, actor: Caller) -> None:
+    def _apply_step(self, connection: Connection, data: dict[str, Any]) -> None:
         """Insert or replace one step, creating its thread if Chainlit has not yet."""
+        step_dict, actor = cast("StepDict", data["step"]), caller_of(data["actor"])
         thread_id = str(step_dict["threadId"])
         if self._writable(connection, thread_id, actor, "save a message"):
             self._ensure_thread(connection, thread_id)
@@ -353,15 +394,23 @@ class ChatStore(BaseDataLayer):
         return cast("str | None", await self.writer.write(what, work))
 
     async def delete_thread(self, thread_id: str) -> None:
-        def work(connection: Connection) -> None:
-            for table in (feedbacks, elements, steps):
-                connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
-            connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
-            passage_index.remove(connection, uploaded_only_to(thread_id))
-            connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id == thread_id))
-
-        await self.writer.write("delete a chat", work)
+        if self.writer.journal is not None and self.writer.journal.holds(thread_id):
+            # Behind the chat's writes the journal holds, which would otherwise bring it back.
+            await self.writer.keep("delete a chat", Kept(thread_id, "delete_thread", {"id": thread_id}))
+        else:
+            await self.writer.write(
+                "delete a chat", lambda connection: self._apply_delete_thread(connection, {"id": thread_id})
+            )
         self._known_threads.discard(thread_id)
+
+    def _apply_delete_thread(self, connection: Connection, data: dict[str, Any]) -> None:
+        """Delete a chat with its messages, elements, feedback and the documents uploaded only to it."""
+        thread_id = data["id"]
+        for table in (feedbacks, elements, steps):
+            connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
+        connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
+        passage_index.remove(connection, uploaded_only_to(thread_id))
+        connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id == thread_id))
 
     async def update_thread(
         self,
@@ -400,28 +449,31 @@ class ChatStore(BaseDataLayer):
             "user_id": user_id,
         }
 
-        actor = self.actor()
-
-        def work(connection: Connection) -> None:
-            if not self._writable(connection, thread_id, actor, "save the chat"):
-                return
-            if named:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
-                connection.execute(self._name_thread, row)
-                created_in(connection).add(thread_id)
-            if metadata is None and tags is None:
-                return
-            current = connection.execute(sa.select(threads.c.metadata).where(threads.c.id == thread_id)).first()
-            if current is None:  # deleted meanwhile: a settings save does not bring it back
-                return
-            changes: dict[str, Any] = {}
-            if metadata is not None:
-                changes["metadata"] = {**(current.metadata or {}), **metadata}
-            if tags is not None:
-                changes["tags"] = tags
-            connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
-
         if named or metadata is not None or tags is not None:
-            await self.writer.write("save the chat", work)
+            actor = self.actor()
+            data = {"row": row, "named": named, "metadata": metadata, "tags": tags, "actor": as_data(actor)}
+            await self.writer.keep("save the chat", Kept(chat_of(actor, thread_id), "thread", data))
+
+    def _apply_thread(self, connection: Connection, data: dict[str, Any]) -> None:
+        """Create, name or change a chat for the actor; metadata is merged into the chat's."""
+        row, metadata, tags, actor = data["row"], data["metadata"], data["tags"], caller_of(data["actor"])
+        thread_id = row["id"]
+        if not self._writable(connection, thread_id, actor, "save the chat"):
+            return
+        if data["named"]:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
+            connection.execute(self._name_thread, row)
+            created_in(connection).add(thread_id)
+        if metadata is None and tags is None:
+            return
+        current = connection.execute(sa.select(threads.c.metadata).where(threads.c.id == thread_id)).first()
+        if current is None:  # deleted meanwhile: a settings save does not bring it back
+            return
+        changes: dict[str, Any] = {}
+        if metadata is not None:
+            changes["metadata"] = {**(current.metadata or {}), **metadata}
+        if tags is not None:
+            changes["tags"] = tags
+        connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
 
     async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> PaginatedResponse[ThreadDict]:
         query = (
@@ -519,23 +571,20 @@ class ChatStore(BaseDataLayer):
 
     async def set_step_favorite(self, step_dict: StepDict, favorite: bool) -> StepDict:
         """Star or unstar a message of the tab user's own chats; only the star changes (Chainlit's rewrites all)."""
-        actor, what, step_id = self.actor(), "keep a favourite prompt", step_dict["id"]
-
-        def work(connection: Connection) -> None:
-            row = connection.execute(
-                sa.select(steps.c.thread_id, steps.c.metadata).where(steps.c.id == step_id)
-            ).first()
-            if (
-                row is None
-                or not isinstance(actor, Actor)
-                or not self._writable(connection, row.thread_id, actor, what)
-            ):
-                return
-            starred = {**(row.metadata or {}), "favorite": favorite}
-            connection.execute(sa.update(steps).where(steps.c.id == step_id).values(metadata=starred))
-
-        await self.writer.write_in_background(what, work)
+        actor, step_id = self.actor(), str(step_dict["id"])
+        data = {"id": step_id, "favorite": favorite, "actor": as_data(actor)}
+        await self.writer.keep("keep a favourite prompt", Kept(chat_of(actor, step_id), "favourite", data))
         return cast("StepDict", {**step_dict, "metadata": {**(step_dict.get("metadata") or {}), "favorite": favorite}})
+
+    def _apply_favourite(self, connection: Connection, data: dict[str, Any]) -> None:
+        """Set a message's star, if it is in one of the actor's own chats."""
+        step_id, actor = data["id"], caller_of(data["actor"])
+        row = connection.execute(sa.select(steps.c.thread_id, steps.c.metadata).where(steps.c.id == step_id)).first()
+        if row is None or not isinstance(actor, Actor):
+            return
+        if self._writable(connection, row.thread_id, actor, "keep a favourite prompt"):
+            starred = {**(row.metadata or {}), "favorite": data["favorite"]}
+            connection.execute(sa.update(steps).where(steps.c.id == step_id).values(metadata=starred))
 
     @functools.cached_property
     def _starred(self) -> sa.ColumnElement[bool]:

@@ -34,7 +34,8 @@ async def show_line(chat: Tab, message_id: str, *, kept: bool) -> None:
     """
     step = chat.branches.steps[message_id]
     stats, versions, sources = stats_of(step), version_props(chat, message_id), source_props(chat.lang, step)
-    if stats is None and versions is None and sources is None and not kept:
+    unsaved = chat.unsaved.get(message_id)
+    if stats is None and versions is None and sources is None and not kept and unsaved is None:
         return
     exports = kept and not is_question(step)
     props = {
@@ -43,6 +44,7 @@ async def show_line(chat: Tab, message_id: str, *, kept: bool) -> None:
         "versions": versions,
         "fork": {"name": FORK, "label": text(chat.lang, FORK), "payload": {"id": message_id}} if kept else None,
         "sources": sources,
+        "unsaved": {"state": unsaved, "label": text(chat.lang, f"unsaved_{unsaved}")} if unsaved else None,
     }
     # With a URL, Chainlit sends the element as is instead of writing its props to a file per answer.
     url = "data:application/json;base64," + base64.b64encode(json.dumps(props).encode()).decode()

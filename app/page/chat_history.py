@@ -15,14 +15,17 @@ import chainlit as cl
 from chainlit.step import StepDict
 from chainlit.types import ThreadDict
 
+from app import metrics
 from app.chat.answering import Answering
 from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.accounts import LOCAL_USER, Login, startup_login, verify_password
 from app.history.database import create_engine, database_url
+from app.history.journal import Journal, Saving
 from app.history.store import Actor, Caller, ChatStore, Route
 from app.history.transcript import PREFERENCES_KEY
-from app.page import seam
+from app.page import lifecycle, seam
+from app.page.answer_controls import show_line
 from app.page.data_layer import TabStore
 
 logger = logging.getLogger(__name__)
@@ -61,6 +64,17 @@ class History:
         self.noticed[session.id] = now
         await seam.send_unstored(cl.ErrorMessage(content=self.notice()).to_dict())
 
+    def saving_changed(self, changes: dict[str, dict[str, Saving | None]]) -> None:
+        """Mark (or unmark) messages the history has not saved yet, in every tab showing their chat."""
+        for session in seam.live_sessions():
+            if (marks := changes.get(session.thread_id)) is not None:
+                self.unawaited_write(seam.in_session(session, functools.partial(redraw_marks, marks)))
+
+    def start_saving_kept(self) -> None:
+        """Make the writes the journal took over from a stopped app, once the database answers (at start-up)."""
+        if self.store is not None:
+            self.store.writer.retry_kept()
+
     async def save_preferences(self, preferences: dict[str, Any]) -> None:
         """Keep the chat's settings with it (Chainlit itself saves them only on disconnect)."""
         session = seam.websocket_session()
@@ -84,9 +98,9 @@ class History:
         """save_shown in a task, for an answer being written: it never waits for the database (its writes do)."""
         self.unawaited_write(self.save_shown(dict(shown)))
 
-    def unawaited_write(self, write: Coroutine[Any, Any, None]) -> None:
+    def unawaited_write(self, write: Coroutine[Any, Any, None] | asyncio.Task[None]) -> None:
         """Run a write in a task of its own (its failure is logged and announced by the store)."""
-        task = asyncio.create_task(write)
+        task = write if isinstance(write, asyncio.Task) else asyncio.create_task(write)
         self.unawaited.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self.unawaited.discard)
 
@@ -132,6 +146,9 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
         cl.data_layer(lambda: None)  # type: ignore[arg-type,return-value]  # Chainlit accepts None at run time
         return History(None, login)
     history = History(None, login, notice=notice)
+    journal = Journal(settings.journal_folder, settings.journal_max_mb * 1_000_000, history.saving_changed)
+    journal.open()
+    metrics.watch_waiting(journal.waiting)
     store = TabStore(
         create_engine(database_url(settings.database_url, settings.data_dir)),
         open_registration=login is Login.LOCAL,
@@ -140,6 +157,7 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
         new_chat_metadata=history.new_chat_metadata,
         on_write_failure=history.notify_write_failure,
         before_batch=functools.partial(answering.over, ANSWERS_FIRST_S),
+        journal=journal,
     )
     history.store = store
     cl.data_layer(lambda: store)
@@ -162,6 +180,20 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
 
         seam.refuse_unknown_users(functools.partial(still_known, store))
     return history
+
+
+async def redraw_marks(marks: dict[str, Saving | None]) -> None:
+    """This tab's lines of messages whose saving changed, with their mark (none once saved)."""
+    chat = lifecycle.current()
+    if chat is None:
+        return
+    for message_id, saving in marks.items():
+        if saving is None:
+            chat.unsaved.pop(message_id, None)
+        else:
+            chat.unsaved[message_id] = saving.value
+        if message_id in chat.branches.steps:
+            await show_line(chat, message_id, kept=True)
 
 
 async def name_thread(store: ChatStore, thread_id: str, name: str) -> None:

@@ -20,7 +20,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   ownership of the message or feedback rated, nor of the chat an element names, and answers an unknown
   session id with a 500 (`WebsocketSession.get_by_id`).
 - `chainlit.context.init_ws_context` and `ChainlitContextException`: our socket.io handlers run in the
-  session's context; a REST call has no chat session.
+  session's context (so do the redraws of a message's saved mark, from the history's writer); a REST call
+  has no chat session.
 - `chainlit.session.WebsocketSession` and its `id`, `socket_id`, `thread_id`, `user`, `token`, `language`,
   `chat_settings`, `has_first_interaction`, `to_clear`, `current_task`, `delete()`, and `ws_sessions_id`
   (the live ones): a tab's session; sessions whose login ended are disconnected.
@@ -291,6 +292,16 @@ async def disconnect(session: WebsocketSession) -> None:
     """Close a tab's connection and forget its session (its page goes back to the login)."""
     await sio.disconnect(session.socket_id)
     await session.delete()
+
+
+def in_session(session: WebsocketSession, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+    """Run work in a task of that tab's own context (its user session and page), from outside it."""
+
+    async def run() -> None:
+        init_ws_context(session)
+        await work()
+
+    return asyncio.create_task(run())
 
 
 def is_connected(session: WebsocketSession) -> bool:

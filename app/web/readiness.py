@@ -1,4 +1,7 @@
-"""GET /ready: whether this app can answer now (vLLM serves, the history database answers), for a balancer."""
+"""GET /ready: whether this app can answer now (vLLM serves, the history database answers), for a balancer.
+
+With a history, it also says how many writes wait in the journal for the database, and the oldest one's age.
+"""
 
 from __future__ import annotations
 
@@ -21,5 +24,8 @@ async def ready(backend: Backend, store: ChatStore | None) -> JSONResponse:
     checks = {"vllm": await backend.serving()}
     if store is not None:
         checks["database"] = await store.reachable()
-    body = {part: "ok" if up else "unavailable" for part, up in checks.items()}
+    body: dict[str, object] = {part: "ok" if up else "unavailable" for part, up in checks.items()}
+    if store is not None and store.writer.journal is not None:
+        waiting, age_s = store.writer.journal.waiting()
+        body |= {"waiting_writes": waiting, "oldest_waiting_write_s": round(age_s, 1)}
     return JSONResponse(body, status_code=200 if all(checks.values()) else 503)

@@ -1,8 +1,9 @@
 import { Button } from "@/components/ui/button";
-import { BookOpen, ChevronLeft, ChevronRight, FileJson, FileText, GitBranch } from "lucide-react";
+import { BookOpen, ChevronLeft, ChevronRight, CloudOff, FileJson, FileText, GitBranch } from "lucide-react";
 
 // The line by a message: an answer's stats and export buttons, "‹ 2/3 ›" by a message with other versions,
-// "continue in a new chat", and the passages of documents the answer was given (each opens in the side view).
+// "continue in a new chat", the passages of documents the answer was given (each opens in the side view), and
+// a mark while the history has not saved the message yet.
 // One element per message: no extra message per answer to send or move.
 const ICONS = { export_markdown: FileText, export_json: FileJson };
 
@@ -44,6 +45,17 @@ export default function AnswerStats() {
             [{index + 1}] {label}
           </Button>
         ))}
+      </div>
+    )}
+    {props.unsaved && (
+      <div
+        className="flex items-center gap-1 text-xs text-amber-600 dark:text-amber-400"
+        data-testid="unsaved"
+        data-state={props.unsaved.state}
+        role="status"
+      >
+        <CloudOff className="h-3.5 w-3.5" aria-hidden="true" />
+        <span>{props.unsaved.label}</span>
       </div>
     )}
     <div className="flex flex-wrap items-center gap-1 text-xs text-muted-foreground" data-testid="message-line">

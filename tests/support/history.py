@@ -32,6 +32,12 @@ def answer_of(produced: list[dict[str, Any]]) -> dict[str, Any]:
     return answers[-1]
 
 
+def unsaved_marks(tab: ChatClient) -> dict[str, str]:
+    """The messages this tab shows marked as not saved yet, and each mark's state (from their newest line)."""
+    lines = {d["forId"]: d["props"] for e, d in tab.events if e == "element" and d.get("name") == "AnswerStats"}
+    return {message: props["unsaved"]["state"] for message, props in lines.items() if props.get("unsaved")}
+
+
 async def started_chat(app: ChatApp, **client: Any) -> ChatClient:
     """A greeted session with short answers."""
     tab = ChatClient(app.url, **client)

@@ -36,6 +36,8 @@ HOSTILE = {
     "DATA_DIR": "/nonexistent/hostile-data",
     "DATABASE_URL": "postgresql://hostile:hostile@127.0.0.5:5999/hostile",
     "DATABASE_TIMEOUT": "0.25",
+    "JOURNAL_DIR": "/nonexistent/hostile-journal",
+    "JOURNAL_MAX_MB": "1",
     "SHARE_LINKS": "anyone",
     "VLLM_BASE_URL": "http://127.0.0.3:8003/v1",
     "MODEL_NAME": "hostile-model-name",

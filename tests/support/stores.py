@@ -10,6 +10,7 @@ from chainlit.context import init_http_context
 from chainlit.user import PersistedUser, User
 from sqlalchemy.engine import Engine
 
+from app.history.journal import Journal
 from app.history.store import Caller, ChatStore, Route
 
 TIMEOUT_S = 15.0
@@ -24,8 +25,8 @@ class Hooks:
     before_batch: Callable[[], Awaitable[None]] | None = None
     failures: list[str] = field(default_factory=list)
 
-    def store(self, engine: Engine, timeout_s: float = TIMEOUT_S) -> ChatStore:
-        """A store built with these hooks, read each time the store asks."""
+    def store(self, engine: Engine, timeout_s: float = TIMEOUT_S, journal: Journal | None = None) -> ChatStore:
+        """A store built with these hooks, read each time the store asks (and the journal given, if any)."""
         return ChatStore(
             engine,
             open_registration=True,
@@ -34,6 +35,7 @@ class Hooks:
             new_chat_metadata=lambda: dict(self.new_chat_metadata),
             on_write_failure=self.report,
             before_batch=self.wait,
+            journal=journal,
         )
 
     async def report(self, what: str) -> None:
