@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import time
 import tomllib
@@ -264,6 +265,31 @@ def test_a_past_chat_is_in_the_sidebar_and_resumes_after_a_restart(browser, vllm
         export.click()  # AnswerStats.jsx posts the action as Chainlit's own buttons do
         expect(page.get_by_text("This chat as Markdown:")).to_be_visible(timeout=30_000)
         expect(page.get_by_text("chat.md")).to_be_visible()
+        page.context.close()
+
+
+def test_a_message_the_database_has_not_taken_is_marked_until_it_is_saved(browser, vllm):
+    app = ChatApp(vllm, extra_env={"DATABASE_TIMEOUT": "1"})
+    with running(app):
+        page = open_chat(browser, app.url)
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        set_settings(page, max_token_steps=0)  # short answers
+        send(page, "saved at once")
+        wait_answer_done(page, 2)
+        other_writer = sqlite3.connect(app.data_dir / "chat.db", isolation_level=None)  # type: ignore[operator]
+        other_writer.execute("BEGIN IMMEDIATE")  # holds SQLite's write lock: the app's commits hang
+        try:
+            send(page, "said while the database hangs")
+            wait_answer_done(page, 3)
+            mark = page.locator(ANSWERS).last.get_by_test_id("unsaved")
+            expect(mark).to_be_visible(timeout=30_000)
+            expect(mark).to_contain_text("Not saved yet")
+            expect(page.get_by_test_id("unsaved")).to_have_count(2)  # the question and its answer, not the turn before
+            shoot(page, "unsaved")
+        finally:
+            other_writer.execute("ROLLBACK")
+            other_writer.close()
+        expect(page.get_by_test_id("unsaved")).to_have_count(0, timeout=30_000)
         page.context.close()
 
 

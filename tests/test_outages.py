@@ -22,7 +22,7 @@ from app.history.schema import steps, threads
 from tests.support.chat_client import ChatClient
 from tests.support.history import answer_of, started_chat, unsaved_marks
 from tests.support.postgres import PostgresServer
-from tests.support.servers import ChatApp, VllmServer
+from tests.support.servers import ChatApp, VllmServer, free_port
 
 pytestmark = pytest.mark.app
 
@@ -65,6 +65,13 @@ async def ready(app: ChatApp) -> tuple[int, dict[str, Any]]:
         return reply.status, await reply.json()
 
 
+async def waiting_in_metrics(port: int) -> tuple[float, float]:
+    """The writes waiting and the oldest one's age, as Prometheus reads them."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as reply:
+        lines = dict(line.split(" ", 1) for line in (await reply.text()).splitlines() if not line.startswith("#"))
+    return float(lines["chat_history_writes_waiting"]), float(lines["chat_history_oldest_waiting_write_seconds"])
+
+
 async def eventually(check: Any, timeout_s: float = 20) -> None:
     """Wait until check() is true (it may be a coroutine function)."""
     for _ in range(int(timeout_s * 5)):
@@ -80,7 +87,13 @@ async def eventually(check: Any, timeout_s: float = 20) -> None:
 async def test_postgresql_stopped_then_started_gets_every_message_in_order_once_also_across_a_restart(
     vllm: VllmServer, postgres: PostgresServer
 ):
-    app = ChatApp(vllm, extra_env={"DATABASE_URL": postgres.new_database("outage"), "DATABASE_TIMEOUT": "3"})
+    metrics_port = free_port()
+    settings = {
+        "DATABASE_URL": postgres.new_database("outage"),
+        "DATABASE_TIMEOUT": "3",
+        "METRICS_PORT": str(metrics_port),
+    }
+    app = ChatApp(vllm, extra_env=settings)
     app.start()
     try:
         tab = await started_chat(app)
@@ -93,6 +106,8 @@ async def test_postgresql_stopped_then_started_gets_every_message_in_order_once_
             await tab.wait_for(lambda: all(unsaved_marks(tab).get(m) == "journaled" for m in shown), 30)
             status, body = await ready(app)
             assert status == 503 and body["database"] == "unavailable" and body["waiting_writes"] >= 6
+            waiting, age_s = await waiting_in_metrics(metrics_port)
+            assert waiting == body["waiting_writes"] and age_s > 0
             app.running.end(signal.SIGKILL)  # the app dies during the outage with its journal on disk
         finally:
             postgres.start()
