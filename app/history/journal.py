@@ -14,6 +14,7 @@ import logging
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -66,6 +67,8 @@ class Journal:
         self.most_bytes = most_bytes
         self.on_change = on_change
         self.records: list[Record] = []
+        # How many records each chat has: asked at every write while anything waits.
+        self._chats: Counter[str] = Counter()
         # The records not in the file (the disk refused them), by seq.
         self.in_memory: set[int] = set()
         # Whether the database is away: every write of a chat goes to the journal until a replay succeeds.
@@ -114,7 +117,7 @@ class Journal:
 
     def holds(self, chat: str) -> bool:
         """Whether a write of this chat must go behind what the journal holds (or the database is away)."""
-        return self.away or any(record.chat == chat for record in self.records)
+        return self.away or self._chats[chat] > 0
 
     @property
     def next_seq(self) -> int:
@@ -150,6 +153,7 @@ class Journal:
         else:
             self.records.append(record)
             on_disk = self._append(line)
+        self._chats[chat] += 1
         saving = Saving.JOURNALED if on_disk else Saving.IN_MEMORY
         if not on_disk:
             self.in_memory.add(record.seq)
@@ -169,6 +173,7 @@ class Journal:
         """Drop records and tell their messages' new state."""
         seqs = {record.seq for record in done}
         self.records = [record for record in self.records if record.seq not in seqs]
+        self._chats = Counter(record.chat for record in self.records)
         self.in_memory -= seqs
         self._bytes = sum(len(record.line()) for record in self.records)
         self._rewrite()
