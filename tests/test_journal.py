@@ -89,13 +89,15 @@ async def test_what_a_refusing_database_did_not_take_is_made_by_the_next_app_in_
     await back.close()
 
 
-async def test_a_live_apps_journal_is_not_taken_and_a_torn_last_line_is_left_out(tmp_path):
+async def test_a_live_apps_journal_is_not_taken_and_what_it_made_or_tore_is_left_out(tmp_path):
     folder = tmp_path / "journal"
     live, other = Journal(folder, 1_000_000), Journal(folder, 1_000_000)
     live.open()
+    live.add("t1", "step", {"n": 0}, ("u0",))
     live.add("t1", "step", {"n": 1}, ("u1",))
     other.open()
     assert other.records == []  # its process holds the lock
+    live.taken(live.records[:1])  # made in the database
     live.add("t1", "step", {"n": 2}, ("a1",))
     live.close()
     with live.path.open("ab") as file:

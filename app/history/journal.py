@@ -107,7 +107,7 @@ class Journal:
             with unlocked(path.with_suffix(".lock")) as free:
                 if not free:
                     continue
-                taken = list(read(path))
+                taken = read(path)
                 for record in taken:
                     self.add(record.chat, record.kind, record.data, record.messages, at=record.at)
                 path.unlink(missing_ok=True)
@@ -174,9 +174,13 @@ class Journal:
         seqs = {record.seq for record in done}
         self.records = [record for record in self.records if record.seq not in seqs]
         self._chats = Counter(record.chat for record in self.records)
+        on_disk = sorted(seqs - self.in_memory)
         self.in_memory -= seqs
         self._bytes = sum(len(record.line()) for record in self.records)
-        self._rewrite()
+        if not self.records:
+            self._rewrite()  # empty again
+        elif on_disk:  # a line saying so, not the whole file written anew for each retry's batch
+            self._append((json.dumps({"taken": on_disk}) + "\n").encode())
         changes: dict[str, dict[str, Saving | None]] = {}
         for record in done:
             changes.setdefault(record.chat, {}).update(dict.fromkeys(record.messages, saving))
@@ -254,16 +258,24 @@ class Journal:
             self.on_change(changes)
 
 
-def read(path: Path) -> Iterator[Record]:
-    """The records of a journal file, in order (a torn last line, from a killed process, is left out)."""
+def read(path: Path) -> list[Record]:
+    """The records of a journal file not yet taken, in order (a torn last line, of a killed process, left out)."""
+    records: list[Record] = []
+    taken: set[int] = set()
     with path.open("rb") as file:
         for line in file:
             try:
                 fields = json.loads(line)
+                if "taken" in fields:
+                    taken.update(fields["taken"])
+                    continue
                 messages = tuple(fields["messages"])
-                yield Record(fields["seq"], fields["chat"], fields["kind"], fields["data"], messages, fields["at"])
+                records.append(
+                    Record(fields["seq"], fields["chat"], fields["kind"], fields["data"], messages, fields["at"])
+                )
             except (ValueError, KeyError, TypeError):
                 logger.error("History: a torn record in %s was left out", path.name)
+    return [record for record in records if record.seq not in taken]
 
 
 @contextlib.contextmanager
