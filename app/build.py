@@ -93,6 +93,7 @@ def build(settings: Settings) -> App:
         settings.context_low_water,
         library,
         settings.document_share,
+        settings.answer_checkpoint_seconds,
     )
     metrics.serve("127.0.0.1", settings.metrics_port)
     if store is None:

@@ -91,6 +91,10 @@ DEFAULT_LOW_WATER = 0.5
 # A question about a chat's documents gets at most this share of the prompt's room for their passages; the chat's
 # earlier turns keep the rest, so a follow-up still sees what was said before it.
 DEFAULT_DOCUMENT_SHARE = 0.6
+# While an answer streams, its text so far is written to the history this often: an app killed mid-answer (SIGKILL,
+# the machine down) keeps what the page showed until at most this long before (`make bench BENCH_ARGS="--history
+# checkpoints"` compares the history with and without them).
+DEFAULT_ANSWER_CHECKPOINT_S = 3.0
 
 
 class Settings(EnvSettings):
@@ -117,6 +121,11 @@ class Settings(EnvSettings):
     readiness_poll_seconds: float = Field(2.0, gt=0)
     reconnect_grace_seconds: float = Field(0.0, ge=0, description="a lost connection's time to come back; 0: none")
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
+    answer_checkpoint_seconds: float = Field(
+        DEFAULT_ANSWER_CHECKPOINT_S,
+        ge=0,
+        description="how often a streaming answer's text so far is written to the history; 0: only at its end",
+    )
     context_low_water: float = Field(
         DEFAULT_LOW_WATER,
         gt=0,

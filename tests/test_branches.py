@@ -108,6 +108,21 @@ def test_the_model_sees_the_branch_leading_to_the_question():
     assert last == Turn("two", "", Ending.FAILED, "03-q2")
 
 
+def test_an_answer_cut_off_by_the_app_stopping_is_seen_by_the_model_next_as_a_stopped_one_is():
+    said = [question("1", "one", follows=ROOT), answer("2", "1", "half an", "cut_off"), question("3", "two")]
+    stopped = [*said[:1], answer("2", "1", "half an", "stopped"), *said[2:]]
+    cut, kept = conversation_before(branches_of(said, {}), "3"), conversation_before(branches_of(stopped, {}), "3")
+    assert cut.turns == [Turn("one", "half an", Ending.CUT_OFF, "1")]
+    assert cut.messages("", "two") == kept.messages("", "two")
+
+
+def test_exports_say_an_answer_was_cut_off():
+    steps = [question("1", "one", follows=ROOT), answer("2", "1", "half an", "cut_off")]
+    thread = {"id": "t", "name": "Cut", "createdAt": "00", "metadata": {}, "steps": steps}
+    assert json.loads(export_json(thread, PREFS))["messages"][1]["ending"] == "cut_off"
+    assert "## ERNIE (2, cut off)" in export_markdown(thread, PREFS, {"user": "You", "assistant": "ERNIE"})
+
+
 def test_a_chat_stored_before_versions_is_one_line_as_it_was():
     old = [
         question("1", "one"),

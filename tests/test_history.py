@@ -8,12 +8,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.i18n import text
 from tests.support.chat_client import ChatClient, widget_values
 from tests.support.history import answer_of, export, run_users, started_chat, stored_rows, unsaved_marks
 from tests.support.servers import ROOT, ChatApp, VllmServer, hermetic_environment, running
@@ -207,14 +209,19 @@ def files_of_dead_processes() -> list[Path]:
     return [d for d in (ROOT / ".files").glob("process-*") if not Path(f"/proc/{d.name.split('-')[1]}").exists()]
 
 
-async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
-    app = ChatApp(vllm)
+async def test_a_killed_app_keeps_every_finished_turn_and_what_the_tab_was_shown_of_the_answer_it_cut(vllm):
+    app = ChatApp(vllm, extra_env={"ANSWER_CHECKPOINT_SECONDS": "1"})
     app.start()
     try:
         tab = await started_chat(app)
-        answer_of(await tab.ask("a finished turn"))
+        first = answer_of(await tab.ask("a finished turn"))
         await tab.change_settings({"max_tokens": 2000})
-        await tab.start_answer("an answer cut by SIGKILL")
+        mark = await tab.start_answer("an answer cut by SIGKILL")
+        cut_id = tab.events_since(mark, "stream_start")[0]["id"]
+        reply = tab.replies[cut_id]
+        # Shown for a few checkpoint intervals: one at least is written (and committed) before the kill.
+        await tab.wait_for(lambda: time.perf_counter() - (reply.first_token_at or 0) > 3, 30)
+        assert reply.final is None  # still streaming
         thread_id = tab.thread_id_started
         app.running.end(signal.SIGKILL)
         await tab.wait_for(lambda: not tab.sio.connected, 30)
@@ -233,8 +240,26 @@ async def test_a_killed_app_keeps_every_finished_turn_and_no_half_answer(vllm):
             "a finished turn",
             "an answer cut by SIGKILL",
         ]
-        assert answers[0][2] == "complete"
-        assert len(answers) == 1 or answers[1][2] == "stopped"
+        assert [ending for _, _, ending in answers] == ["complete", "cut_off"]
+        cut = next(step for step in stored["steps"] if step["id"] == cut_id)
+        assert cut["output"] and reply.streamed.startswith(cut["output"])
+
+        again.thread_id = thread_id  # resumed: the answer is there, its line says it was cut off
+        await again.connect()
+        await again.wait_for(lambda: again.element("AnswerStats", cut_id), 30)
+        assert (again.element("AnswerStats", cut_id) or {})["text"] == text("en", "cut_off")
+        await again.change_settings({"max_tokens": 8, "system_prompt": ""})
+        before = len(vllm.logged_requests())
+        answer_of(await again.ask("after the restart"))
+        expected = [
+            {"role": "user", "content": "a finished turn"},
+            {"role": "assistant", "content": first["output"]},
+            {"role": "user", "content": "an answer cut by SIGKILL"},
+            {"role": "assistant", "content": cut["output"]},
+            {"role": "user", "content": "after the restart"},
+        ]
+        assert vllm.logged_requests()[before:][-1]["prompt"] == vllm.render(expected)
+        await again.close()
     finally:
         app.stop()
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from openai import AsyncOpenAI
 
-from app.config import Settings
+from app.config import DEFAULT_ANSWER_CHECKPOINT_S, Settings
 from tests.support.chat_client import ChatClient
 from tests.support.servers import ChatApp, VllmServer, free_port, stop_group
 
@@ -29,12 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 CLIENT_CPU = {1} if (os.cpu_count() or 1) > 1 else None
 # Both paths sample as the app does by default (what the defaults cost vLLM is part of what users get).
 SAMPLING = {name: Settings.model_fields[name].default for name in ("temperature", "top_p", "repetition_penalty")}
-# The apps each --history runs (path name: HISTORY); `off-twice`, two identical apps, shows the noise floor.
+# The apps each --history runs (path name: their settings); `off-twice`, two identical apps, shows the noise floor;
+# `checkpoints`, the history without and with an answer's text so far written as it streams (at the default's 3 s).
 HISTORY_SETUPS = {
-    "on": {"app": "on"},
-    "off": {"app": "off"},
-    "both": {"app": "off", "app+history": "on"},
-    "off-twice": {"app": "off", "app again": "off"},
+    "on": {"app": {"HISTORY": "on"}},
+    "off": {"app": {"HISTORY": "off"}},
+    "both": {"app": {"HISTORY": "off"}, "app+history": {"HISTORY": "on"}},
+    "off-twice": {"app": {"HISTORY": "off"}, "app again": {"HISTORY": "off"}},
+    "checkpoints": {
+        "app+history": {"HISTORY": "on", "ANSWER_CHECKPOINT_SECONDS": "0"},
+        "app+history+checkpoints": {"HISTORY": "on", "ANSWER_CHECKPOINT_SECONDS": str(DEFAULT_ANSWER_CHECKPOINT_S)},
+    },
 }
 
 
@@ -249,9 +254,9 @@ async def run(args: argparse.Namespace) -> str:
             server = VllmServer(f"bench-{args.backend}", max_model_len=4096, model=model_path, cpus={0})
             server.start(timeout=900)
             base_url, api_key, model = server.base_url, server.api_key, "ernie-tiny"
-        # With two apps (--history both), they take turns after the direct round: one run, side by side.
-        for name, history in HISTORY_SETUPS[args.history].items():
-            app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), "HISTORY": history}
+        # With two apps (e.g. --history both), they take turns after the direct round: one run, side by side.
+        for name, setup in HISTORY_SETUPS[args.history].items():
+            app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), **setup}
             apps[name] = ChatApp(server, cpus=CLIENT_CPU, extra_env=app_env)
         for app in apps.values():
             app.start()
@@ -306,7 +311,9 @@ def main() -> int:
         choices=sorted(HISTORY_SETUPS),
         default="on",
         help="the app's HISTORY (SQLite); both: an app of each, interleaved in the same run; "
-        "off-twice: two apps without history (the noise between identical paths)",
+        "off-twice: two apps without history (the noise between identical paths); "
+        "checkpoints: two apps with history, without and with the default ANSWER_CHECKPOINT_SECONDS (with "
+        "--tokens long enough for answers to stream past it)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument("--no-plot", action="store_true")

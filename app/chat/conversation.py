@@ -23,6 +23,8 @@ class Ending(StrEnum):
     COMPLETE = "complete"
     STOPPED = "stopped"
     FAILED = "failed"
+    # The app stopped (killed, the machine down) while it was written: the text shown so far, kept as it streamed.
+    CUT_OFF = "cut_off"
 
 
 @dataclass

@@ -10,9 +10,11 @@ from typing import Any
 
 from app.chat.attachments import Attachment, attachments_of
 from app.chat.branches import FOLLOWS, NOT_SENT, ROOT, TURN_KEY, Branches, Step, answer_of, branches_of, is_question
+from app.chat.conversation import Ending
 from app.chat.passages import sources_of
 from app.chat.preferences import Preferences, apply_changes
 from app.chat.stats import AnswerStats
+from app.i18n import text
 
 # Thread metadata key of which version is shown where (the app's alone: Chainlit never writes it).
 SHOWN_KEY = "shown_versions"
@@ -67,6 +69,14 @@ def stats_of(step: Step) -> AnswerStats | None:
     with contextlib.suppress(TypeError):
         return AnswerStats(**answer.stats)
     return None
+
+
+def line_of(step: Step, lang: str) -> str:
+    """What the line under an answer says: its figures, or that the app stopped while it was written ("": neither)."""
+    if (stats := stats_of(step)) is not None:
+        return stats.describe(lang)
+    answer = answer_of(step)
+    return text(lang, "cut_off") if answer is not None and answer.ending == Ending.CUT_OFF else ""
 
 
 def exported_messages(tree: Branches) -> list[dict[str, Any]]:
@@ -133,7 +143,7 @@ def export_markdown(thread: Mapping[str, Any], preferences: Preferences, names: 
         who = names[message["role"]]
         details = [message.get("created_at") or ""]
         if message["role"] == "assistant":
-            details += [message["model"], message["ending"]]
+            details += [message["model"], message["ending"].replace("_", " ")]  # cut_off reads "cut off"
         lines += ["", f"## {who} ({', '.join(d for d in details if d)})", "", message["content"]]
         if message.get("files"):
             lines += ["", "Attached: " + ", ".join(file["name"] for file in message["files"])]

@@ -11,7 +11,7 @@ import chainlit as cl
 
 from app.chat.branches import Branches, is_question
 from app.chat.tab import Tab
-from app.history.transcript import stats_of
+from app.history.transcript import line_of
 from app.i18n import text
 from app.page.sources import source_props
 
@@ -33,13 +33,13 @@ async def show_line(chat: Tab, message_id: str, *, kept: bool) -> None:
     The buttons are part of a line sent anyway, not more messages per answer.
     """
     step = chat.branches.steps[message_id]
-    stats, versions, sources = stats_of(step), version_props(chat, message_id), source_props(chat.lang, step)
+    line, versions, sources = line_of(step, chat.lang), version_props(chat, message_id), source_props(chat.lang, step)
     unsaved = chat.unsaved.get(message_id)
-    if stats is None and versions is None and sources is None and not kept and unsaved is None:
+    if not line and versions is None and sources is None and not kept and unsaved is None:
         return
     exports = kept and not is_question(step)
     props = {
-        "text": stats.describe(chat.lang) if stats else "",
+        "text": line,
         "exports": [{"name": name, "label": text(chat.lang, name)} for name in EXPORTS] if exports else [],
         "versions": versions,
         "fork": {"name": FORK, "label": text(chat.lang, FORK), "payload": {"id": message_id}} if kept else None,

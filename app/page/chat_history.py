@@ -98,6 +98,11 @@ class History:
         """save_shown in a task, for an answer being written: it never waits for the database (its writes do)."""
         self.unawaited_write(self.save_shown(dict(shown)))
 
+    def keep_unfinished(self, step: StepDict) -> None:
+        """Write a message still being written, in a task (its final write, with the same id, replaces it)."""
+        if self.store is not None:
+            self.unawaited_write(self.store.update_step(step))
+
     def unawaited_write(self, write: Coroutine[Any, Any, None] | asyncio.Task[None]) -> None:
         """Run a write in a task of its own (its failure is logged and announced by the store)."""
         task = write if isinstance(write, asyncio.Task) else asyncio.create_task(write)

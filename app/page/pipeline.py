@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from app.chat.passages import SOURCES_KEY, Finder
 from app.chat.quotas import Quotas
 from app.chat.reply import NOT_SENT_PROBLEMS, Reply
 from app.chat.tab import Tab
-from app.config import DEFAULT_DOCUMENT_SHARE
+from app.config import DEFAULT_ANSWER_CHECKPOINT_S, DEFAULT_DOCUMENT_SHARE
 from app.documents.library import Library, Outcome
 from app.errors import ChatError, HistoryUnavailable, Problem
 from app.i18n import text
@@ -51,6 +52,8 @@ class Pipeline:
     library: Library | None = None
     # The share of the prompt's room a question's passages may fill (DOCUMENT_SHARE).
     document_share: float = DEFAULT_DOCUMENT_SHARE
+    # How often a streaming answer's text so far is written to the history (ANSWER_CHECKPOINT_SECONDS; 0: never).
+    checkpoint_s: float = DEFAULT_ANSWER_CHECKPOINT_S
 
     async def told_busy(self, chat: Tab) -> bool:
         """Tell the user an answer is still streaming; True if so."""
@@ -230,10 +233,11 @@ class Pipeline:
             return
 
         message = cl.Message(content="")
-        replied = await reply.stream(planned, OnPage(message, while_streaming))
+        sources = {SOURCES_KEY: [passage.as_source() for passage in planned.passages]} if planned.passages else {}
+        cut_off = Answer(question_id, Ending.CUT_OFF, planned.model.name, None).as_metadata() | sources
+        replied = await reply.stream(planned, OnPage(message, while_streaming, self.checkpoints(cut_off)))
         self.quotas.used(chat.user, replied.prompt_tokens, replied.tokens)
         record = Answer(question_id, replied.ending, planned.model.name, dataclasses.asdict(replied.stats))
-        sources = {SOURCES_KEY: [passage.as_source() for passage in planned.passages]} if planned.passages else {}
         if replied.text or replied.failure is None:
             message.metadata = record.as_metadata() | sources
             await message.send()
@@ -246,6 +250,42 @@ class Pipeline:
                 await show_line(chat, shown.id, kept=self.history.kept)
         await offer_regenerate(chat)
 
+    def checkpoints(self, metadata: dict[str, Any]) -> Checkpoints | None:
+        """An answer's checkpoints, stored with this metadata (None: the history is off, or so are they)."""
+        if not self.history.kept or self.checkpoint_s <= 0:
+            return None
+        return Checkpoints(self.history, self.checkpoint_s, metadata)
+
+
+@dataclass
+class Checkpoints:
+    """A streaming answer's text so far, written to the history now and then: a killed app keeps what was shown.
+
+    Each is the answer's own message (its id), so the answer's final write replaces it, whatever its ending.
+    """
+
+    history: History
+    interval_s: float
+    # The answer's metadata until its final write: its turn, ended by the app stopping.
+    metadata: dict[str, Any]
+    # When the next one is due (None: the answer has shown nothing yet).
+    due: float | None = None
+
+    def shown(self, message: cl.Message) -> None:
+        """The message shows more: write it as it stands if the interval passed since its first words or last write.
+
+        A direct call from the answer's own task, not a timer: its write is queued before the final one, which
+        is queued by a task started after it, and the store reads whom it is for from this task's context.
+        """
+        now = time.monotonic()
+        if self.due is None:  # its first words start the clock
+            self.due = now + self.interval_s
+        elif now >= self.due:
+            self.due = now + self.interval_s
+            step = message.to_dict()
+            step["metadata"] = self.metadata
+            self.history.keep_unfinished(step)
+
 
 @dataclass(frozen=True)
 class OnPage:
@@ -253,9 +293,13 @@ class OnPage:
 
     message: cl.Message
     while_streaming: Callable[[], Awaitable[None]] | None
+    # The answer's text so far kept in the history as it streams (None: not kept until it ends).
+    checkpoints: Checkpoints | None = None
 
     async def words(self, text: str) -> None:
         await self.message.stream_token(text)
+        if self.checkpoints is not None:
+            self.checkpoints.shown(self.message)
 
     async def streaming(self) -> None:
         if self.while_streaming is not None:
