@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import secrets
@@ -18,7 +19,7 @@ import pytest
 
 from app.config import DEFAULT_SYSTEM_PROMPT
 from tests.support.chat_client import ChatClient
-from tests.support.history import answer_of
+from tests.support.history import answer_of, unsaved_marks
 from tests.support.nginx import NginxBalancer
 from tests.support.postgres import PostgresServer
 from tests.support.servers import ChatApp, VllmServer, free_port, running
@@ -252,3 +253,42 @@ async def test_a_chat_goes_on_through_the_balancer_after_its_replica_stops(repli
     check_socket_lines(lines, sid)
     assert lines and all(line["upstreams"][-1] == other_replica for line in lines), lines
     assert all(line["status"] in ("101", "200") for line in lines), lines
+
+
+def all_saved(tab: ChatClient) -> bool:
+    """No message of the tab is marked as not saved."""
+    return not unsaved_marks(tab)
+
+
+async def test_each_replica_keeps_what_its_chats_said_while_postgresql_is_away(
+    replicas: Replicas, postgres: PostgresServer
+):
+    sessions = {address: await session_served_by(replicas, address.__eq__) for address in replicas.apps}
+    tabs = {}
+    for address, session_id in sessions.items():
+        tab = browser_tab(replicas, session_id)
+        await tab.log_in()
+        await set_session_cookie(tab)
+        await tab.connect()
+        await tab.greeting()
+        await tab.change_settings({"max_tokens": 8})
+        answer_of(await tab.ask(f"saved through {address}"))
+        tabs[address] = tab
+    postgres.stop(keep_data=True)
+    try:
+        for address, tab in tabs.items():
+            answer_of(await tab.ask(f"kept by {address} while the database is down"))
+        for address, app in replicas.apps.items():  # each in its own journal, in its own data folder
+            assert app.data_dir is not None
+            kept = b"".join(path.read_bytes() for path in (app.data_dir / "journal").glob("journal-*.jsonl"))
+            assert f"kept by {address}".encode() in kept
+            assert not [other for other in replicas.apps if other != address and f"kept by {other}".encode() in kept]
+    finally:
+        postgres.start()
+    for address, tab in tabs.items():
+        await tab.wait_for(functools.partial(all_saved, tab), 30)
+        status, page, _ = await call(tab, "GET", f"/project/thread/{tab.thread_id_started}")
+        assert status == 200, page
+        said = [s["output"] for s in page["steps"] if s["type"] == "user_message"]
+        assert said == [f"saved through {address}", f"kept by {address} while the database is down"]
+        await tab.close()

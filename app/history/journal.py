@@ -156,6 +156,7 @@ class Journal:
         self._chats[chat] += 1
         saving = Saving.JOURNALED if on_disk else Saving.IN_MEMORY
         if not on_disk:
+            logger.error("History: a write of chat %s is kept in memory only, until the database takes it", chat)
             self.in_memory.add(record.seq)
         self._bytes += len(line)
         self._tell({chat: dict.fromkeys(messages, saving)})
@@ -222,7 +223,7 @@ class Journal:
             self._file.flush()
             os.fsync(self._file.fileno())
         except OSError as error:
-            logger.error("History: the journal %s refused a write (%s): kept in memory only", self.path, error)
+            logger.error("History: the journal %s refused a write (%s)", self.path, error)
             self._reopen()
             return False
         return True

@@ -47,7 +47,7 @@ class Usage:
             "completion_tokens": completion_tokens,
         }
         # Kept like a message: counted once the database takes it (twice only if it failed within the commit).
-        await self.writer.keep("count the tokens used", Kept(f"usage:{row['user']}", "usage", row))
+        await self.writer.keep("count the tokens used", Kept(f"usage:{row['user']}", "usage", row, repeatable=False))
 
     async def tokens_today(self, user: str) -> int:
         """Tokens the user had vLLM read and write today."""

@@ -54,6 +54,8 @@ class Kept:
     kind: str
     data: dict[str, Any]
     messages: tuple[str, ...] = ()
+    # Whether making it twice changes nothing (an upsert, a merge): then it may be journaled while its commit hangs.
+    repeatable: bool = True
 
 
 @dataclass(frozen=True)
@@ -213,28 +215,36 @@ class Writer:
                     direct.append(queued)
             if not direct:
                 continue
+            journaled: set[int] = set()  # writes of this batch the journal took while their commit hung
             try:
-                outcomes: list[Any] = await self._committed_or_away([queued.work for queued in direct])
+                outcomes: list[Any] = await self._committed_or_away(direct, journaled)
             except Exception as error:  # handed to the writes' callers, which report it
                 if self._is_away(error):
                     outcomes = [error] * len(direct)
                 else:
                     outcomes = [error] if len(direct) == 1 else [await self._alone(queued.work) for queued in direct]
             for queued, outcome in zip(direct, outcomes, strict=True):
-                if queued.kept is not None and isinstance(outcome, BaseException) and self._is_away(outcome):
-                    self._journal(queued.kept, ahead_of)
+                away = isinstance(outcome, BaseException) and self._is_away(outcome)
+                if queued.kept is not None and away:
+                    if id(queued) not in journaled:
+                        self._journal(queued.kept, ahead_of)
                     settle(queued.done, None)
                 else:
                     settle(queued.done, outcome)
 
-    async def _committed_or_away(self, works: list[Work]) -> list[Any]:
-        """Commit the works; if that takes longer than the timeout, the database is away for the writes behind."""
-        commit = asyncio.ensure_future(self._commit(works))
+    async def _committed_or_away(self, batch: list[Queued], journaled: set[int]) -> list[Any]:
+        """Commit the batch; if that takes longer than the timeout, the database is away: its kept writes that may
+        be made twice (and those queued behind) wait in the journal too, marked, in case the commit never lands."""
+        commit = asyncio.ensure_future(self._commit([queued.work for queued in batch]))
         finished, _ = await asyncio.wait({commit}, timeout=self.timeout_s)
-        if not finished and self.journal is not None:  # it hangs: what is queued behind waits in the journal
+        if not finished and self.journal is not None:
             logger.error(
                 "History: the database did not commit within %g s: new writes wait in the journal", self.timeout_s
             )
+            for queued in batch:
+                if queued.kept is not None and queued.kept.repeatable:
+                    self._journal(queued.kept)
+                    journaled.add(id(queued))
             self._go_away()
         return await commit
 
