@@ -399,11 +399,16 @@ async def test_the_daily_quota_and_the_usage_report_and_the_metrics_count_what_h
 
 async def test_readiness_says_which_part_is_down(team_app):
     async with aiohttp.ClientSession() as http, http.get(team_app.url + "/ready") as reply:
-        assert reply.status == 200 and await reply.json() == {"vllm": "ok", "database": "ok"}
+        nothing_waits = {"waiting_writes": 0, "oldest_waiting_write_s": 0.0}  # in the history's journal
+        assert reply.status == 200 and await reply.json() == {"vllm": "ok", "database": "ok", **nothing_waits}
     absent = ChatApp(VllmServer("absent-for-readiness"))
     with running(absent):
         async with aiohttp.ClientSession() as http, http.get(absent.url + "/ready") as reply:
-            assert reply.status == 503 and await reply.json() == {"vllm": "unavailable", "database": "ok"}
+            assert reply.status == 503 and await reply.json() == {
+                "vllm": "unavailable",
+                "database": "ok",
+                **nothing_waits,
+            }
 
 
 async def test_throttling_and_ended_logins_hold_on_every_replica_and_across_a_restart(vllm, postgres):
