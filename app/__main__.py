@@ -28,6 +28,10 @@ def main() -> int:
     # Measured cheaper per streamed token than uvicorn's pure-Python wsproto (README, Benchmarks);
     # uvicorn deprecates its older `websockets` implementation in favour of this one.
     os.environ.setdefault("UVICORN_WS_PROTOCOL", "websockets-sansio")
+    if settings.proxy_networks:
+        # uvicorn would replace the connection's address by X-Forwarded-For's for any loopback peer: the app
+        # checks the connection's own against TRUSTED_PROXIES first (app/web/sign_on.py), then reads the header.
+        os.environ["FORWARDED_ALLOW_IPS"] = ""
     os.execv(
         chainlit,
         [

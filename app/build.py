@@ -8,17 +8,23 @@ from dataclasses import dataclass
 from starlette.middleware import Middleware
 
 from app import metrics
+from app.admin import api as admin_api
+from app.admin import page as admin_page
+from app.admin.access import Gate
+from app.admin.api import Admin
 from app.chat.answering import Answering
 from app.chat.backend import Backend
 from app.chat.quotas import Quotas
 from app.config import Settings
 from app.documents.embeddings import Embedder
 from app.documents.library import Library
+from app.errors import HistoryUnavailable
 from app.history.accounts import LOCAL_USER, Login, auth_secret
+from app.history.replicas import Replicas
 from app.history.store import ChatStore
 from app.history.usage import Usage
 from app.i18n import text
-from app.page import seam
+from app.page import seam, sign_on
 from app.page.chat_history import History, keep_history
 from app.page.lifecycle import tab_language
 from app.page.pipeline import Pipeline
@@ -26,6 +32,7 @@ from app.presets.store import PresetStore
 from app.web import guards, origins, readiness, share_links, uploads
 from app.web.login_sessions import SessionGate, Sessions, watch_logins
 from app.web.protection import body_limit, security_headers
+from app.web.proxies import ProxyGate, sign_on_headers
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,27 @@ class App:
     sessions: Sessions | None
     # The users' documents (None with the history off).
     library: Library | None
+    # Who is an admin (None with the history off: nobody is).
+    gate: Gate | None
+    # This process's heartbeat for the admin page's health (None with the history off).
+    replicas: Replicas | None
+
+    async def is_admin(self, user: str | None) -> bool:
+        """Whether the tab's user may open the admin page."""
+        return self.gate is not None and user is not None and await self.gate.is_admin(user)
+
+    async def chat_defaults(self) -> tuple[Settings, frozenset[str]]:
+        """What chats start from, with the admins' defaults for everyone: the system prompt, the presets hidden."""
+        team = self.history.team
+        if team is None:
+            return self.settings, frozenset()
+        try:
+            defaults = await team.defaults()
+        except HistoryUnavailable:  # the database is away: the app's own settings
+            return self.settings, frozenset()
+        prompt = defaults["system_prompt"]
+        settings = self.settings.model_copy(update={"system_prompt": prompt}) if prompt else self.settings
+        return settings, frozenset(defaults["hidden_presets"])
 
     def language(self, browser: str | None = None) -> str:
         """'zh' or 'en': the setting, else the browser's (this tab's by default)."""
@@ -59,6 +87,8 @@ def build(settings: Settings) -> App:
     if store is not None:
         secret = auth_secret(settings.data_dir)
         sessions = watch_logins(settings, store, passwords=history.login is Login.PASSWORD, secret=secret)
+    if history.team is not None:
+        sign_on.install(settings, history.team)
     guards.install(store)
     share_links.install(settings)
     uploads.install(settings)
@@ -66,7 +96,13 @@ def build(settings: Settings) -> App:
     check = origins.lock(settings.origins)
     # The HTTP layers around Chainlit, outermost first: a request for a foreign Host is refused before anything
     # reads it, another site's write next, then a body too big before the session gate (or Chainlit) reads it.
+    # Behind a sign-in proxy, its address is checked before anything else reads the request.
     seam.surround(
+        *(
+            [Middleware(ProxyGate, proxies=settings.proxy_networks, headers=sign_on_headers(settings))]
+            if settings.proxy_networks
+            else []
+        ),
         Middleware(origins.HostCheck, allowed_hosts=settings.hosts),
         *([Middleware(origins.ForeignWriteCheck, check=check)] if check is not None else []),
         body_limit(settings),
@@ -79,6 +115,7 @@ def build(settings: Settings) -> App:
         settings.daily_token_quota,
         Usage(store.writer) if store is not None else None,  # usage counted only with a history to keep it in
         frozenset() if settings.limit_local_user else frozenset({LOCAL_USER}),
+        history.team,  # limits an admin set for one user, read at each of their messages
     )
     interval_s = settings.stream_interval_ms / 1000
     limits = uploads.limits(settings)
@@ -101,7 +138,13 @@ def build(settings: Settings) -> App:
     # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     preset_store = PresetStore(store.writer) if store is not None else None
-    return App(settings, backend, history, pipeline, preset_store, sessions, library)
+    gate = replicas = None
+    if store is not None and history.team is not None:
+        gate = Gate(history.team, local_admin=history.login is Login.LOCAL)
+        replicas = Replicas(store.writer)
+        admin_api.install(Admin(gate, history.team, settings, backend, store, quotas, replicas, sessions))
+        admin_page.install(gate, settings.language)
+    return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas)
 
 
 def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:

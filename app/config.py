@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -59,6 +60,14 @@ def dotenv_file() -> Path | None:
     if os.environ.get("PYTHON_DOTENV_DISABLED", "").casefold() in {"1", "true", "t", "yes", "y"}:
         return None
     return ROOT / ".env"
+
+
+def openid_configured() -> bool:
+    """Whether Chainlit will offer an OAuth / OpenID Connect sign-in: a provider's OAUTH_*_CLIENT_ID is set
+    (in the environment or .env, which Chainlit loads itself)."""
+    path = dotenv_file()
+    found = {**(dotenv_values(path) if path is not None and path.exists() else {}), **os.environ}
+    return any(re.fullmatch(r"OAUTH_[A-Z0-9_]+_CLIENT_ID", name) and value for name, value in found.items())
 
 
 def load_or_explain(load: Callable[[], SettingsT], program: str) -> SettingsT | None:
@@ -150,6 +159,18 @@ class Settings(EnvSettings):
     login_attempts: int = Field(5, ge=1, description="failed logins per user name in the window before 429")
     login_window_minutes: float = Field(5.0, gt=0, description="the sliding window failed logins are counted in")
     login_hours: float = Field(168.0, gt=0, description="how long a login lasts before asking again")
+    trusted_proxies: str = Field(
+        "",
+        description="addresses (or networks) of the reverse proxies that sign people in, comma-separated; "
+        "empty: no sign-on header is trusted",
+    )
+    trusted_user_header: str = Field("X-Forwarded-User", description="the proxy's header naming the signed-in user")
+    trusted_email_header: str = Field("X-Forwarded-Email", description="the proxy's header with the user's e-mail")
+    trusted_groups_header: str = Field("X-Forwarded-Groups", description="the proxy's header with the user's groups")
+    sign_on_groups_claim: str = Field("groups", description="the OpenID Connect claim listing the user's groups")
+    sign_on_admin_group: str = Field(
+        "", description="the group whose members are admins when they sign on (header or OIDC); empty: none"
+    )
     answers_per_user: int = Field(2, ge=1, description="answers one user may have streaming at once, all tabs")
     messages_per_minute: int = Field(20, ge=1, description="messages one user may send in a minute")
     daily_token_quota: int = Field(0, ge=0, description="tokens (prompt + answer) per user and UTC day; 0: none")
@@ -213,6 +234,23 @@ class Settings(EnvSettings):
             if not re.fullmatch(r"\.[A-Za-z0-9_+-]+", ending):
                 raise ValueError(f"{ending!r} is not a file name ending like .txt")
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses_only(cls, value: str) -> str:
+        """Each entry is an IP address or network: a host name could be anyone's tomorrow."""
+        for entry in (e.strip() for e in value.split(",") if e.strip()):
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as error:
+                raise ValueError(f"{entry!r} is not an IP address or network like 10.0.0.5 or 10.0.0.0/24") from error
+        return value
+
+    @property
+    def proxy_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """The trusted proxies' networks (a single address is a network of one)."""
+        entries = (e.strip() for e in self.trusted_proxies.split(",") if e.strip())
+        return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries)
 
     @property
     def upload_endings(self) -> frozenset[str]:

@@ -11,6 +11,7 @@ TEXT: dict[str, dict[str, str]] = {
         "If it is not running, start it with `make serve`. "
         "I'll say here when it is ready; you don't need to reload.",
         "ready": "{model} is ready. Ask me anything.",
+        "admin_link": "You are an admin here: [the admin page](/admin) (users, usage, limits, defaults).",
         "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
         "sources": "Sources",
         "source_page": "{document}, p. {page}",
@@ -145,6 +146,7 @@ TEXT: dict[str, dict[str, str]] = {
         "not_ready": "模型服务器 {server} 尚未响应（正在等待 {what}）。"
         "如果它没有运行，请用 `make serve` 启动。就绪后我会在这里告诉你，无需刷新页面。",
         "ready": "{model} 已就绪，请开始提问。",
+        "admin_link": "你是这里的管理员：[管理页面](/admin)（用户、用量、限制、默认设置）。",
         "settings_rejected": "部分设置未生效（保留原值）：{problems}",
         "sources": "来源",
         "source_page": "{document}，第 {page} 页",

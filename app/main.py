@@ -31,10 +31,12 @@ APP = build(get_settings())
 
 @cl.on_app_startup
 async def on_app_startup() -> None:
-    """Close connections of ended logins from now on, make the writes a stopped app kept; freeze start-up's objects."""
+    """Close connections of ended logins, make the writes a stopped app kept, beat; freeze start-up's objects."""
     if APP.sessions is not None:
         APP.sessions.start_sweeping()
     APP.history.start_saving_kept()
+    if APP.replicas is not None:
+        APP.replicas.start()
     gc.collect()  # a full collection of start-up's objects paused every stream ~150 ms
     gc.freeze()
 
@@ -48,22 +50,25 @@ async def close_backend() -> None:
 @cl.set_chat_profiles
 async def chat_profiles(user: cl.User | None, language: str | None = None) -> list[cl.ChatProfile]:
     """The presets to start a chat with: the built-in ones and the user's own."""
-    lang = APP.language(language)
-    return await preset_fields.chat_profiles(user.identifier if user else None, lang, APP.settings, APP.preset_store)
+    lang, (settings, hidden) = APP.language(language), await APP.chat_defaults()
+    return await preset_fields.chat_profiles(
+        user.identifier if user else None, lang, settings, APP.preset_store, hidden=hidden
+    )
 
 
 @cl.on_chat_start
 async def on_chat_start() -> None:
     """Set up the session with the preset picked, show the settings and greet (or say what we wait for)."""
     user, lang, profile = seam.tab_user(), APP.language(), cl.user_session.get("chat_profile")
-    preferences = await presets.starting_preferences(profile, user, lang, APP.settings, APP.preset_store)
+    settings, hidden = await APP.chat_defaults()
+    preferences = await presets.starting_preferences(profile, user, lang, settings, APP.preset_store, hidden=hidden)
     chat = Tab(preferences=preferences, lang=lang, user=user)
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
     await library_page.offer(chat, APP.library)
     documents = await presets.starting_documents(profile, user, APP.preset_store)
     await library_page.start_with(chat, APP.library, documents)
-    await greet(chat, APP.backend, APP.settings)
+    await greet(chat, APP.backend, APP.settings, admin=await APP.is_admin(user))
 
 
 @cl.on_chat_resume

@@ -252,3 +252,15 @@ async def test_chainlits_messages_and_steps_are_built_without_stopping_the_event
     cl.Message(content="a")
     cl.Step(name="run")
     assert slept == [0.001, 0.001]
+
+
+def test_chainlit_offers_an_oauth_provider_once_its_variables_are_set(monkeypatch):
+    from chainlit.oauth_providers import get_configured_oauth_providers
+
+    generic = ("CLIENT_ID", "CLIENT_SECRET", "AUTH_URL", "TOKEN_URL", "USER_INFO_URL", "SCOPES")
+    for name in generic:
+        monkeypatch.delenv(f"OAUTH_GENERIC_{name}", raising=False)
+    assert "generic" not in get_configured_oauth_providers()
+    for name in generic:
+        monkeypatch.setenv(f"OAUTH_GENERIC_{name}", "x")
+    assert "generic" in get_configured_oauth_providers() and seam.oauth_configured()

@@ -18,6 +18,7 @@ TIERS = {
     "app.__main__": 7,  # `make chat`
     "app.build": 6,  # the app assembled
     "app.presets": 5,  # a feature: its data, its store, its page
+    "app.admin": 5,  # the admin page: its routes, its page
     "app.web": 4,  # the HTTP guards around Chainlit
     "app.page": 3,  # everything that touches Chainlit
     "app.documents": 2,  # a feature's storage: documents kept, indexed and searched

@@ -15,9 +15,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-from app.config import Settings
+from app.config import Settings, openid_configured
 from app.errors import HistoryUnreachable, LoginRequired
 from app.history import passage_index
 from app.history.database import create_engine, database_url, describe, upgrade
@@ -30,10 +30,12 @@ from app.history.schema import (
     steps,
     threads,
     timestamp,
+    user_limits,
     users,
 )
 
 LOCAL_USER = "local"
+MIN_PASSWORD_CHARS = 8
 SECRET_FILE = "auth-secret"
 hasher = PasswordHasher()
 # Checked against when the user does not exist, so that an unknown name takes as long as a known one.
@@ -45,7 +47,7 @@ class Login(StrEnum):
 
     NONE = "none"  # history off: anonymous, as before there was history
     LOCAL = "local"  # loopback only and no users added: one passwordless local user
-    PASSWORD = "password"  # users added with `make user-add`
+    PASSWORD = "password"  # users added with `make user-add` or the admin page, or signed on (proxy, OpenID)
 
 
 def loopback_only(host: str) -> bool:
@@ -56,11 +58,11 @@ def loopback_only(host: str) -> bool:
         return host == "localhost"
 
 
-def login_mode(*, history: bool, chat_host: str, password_users: int) -> Login:
+def login_mode(*, history: bool, chat_host: str, password_users: int, sign_on: bool = False) -> Login:
     """The login the chat needs; refused when it would be open to the network."""
     if not history:
         return Login.NONE
-    if password_users:
+    if password_users or sign_on:
         return Login.PASSWORD
     if loopback_only(chat_host):
         return Login.LOCAL
@@ -102,43 +104,57 @@ def list_users(engine: Engine) -> list[str]:
         return list(connection.execute(query).scalars())
 
 
-def set_password(engine: Engine, name: str, password: str) -> bool:
-    """Add the user, or give an existing one a new password; True if the user is new."""
-    hashed = hasher.hash(password)
-    # A new password ends every login made before it. Login tokens carry whole seconds, so the logins of
-    # this second end too (a login in it waits for the next second: app/history/sessions.py).
-    sessions_from = math.floor(time.time()) + 1
+def set_password(engine: Engine, name: str, password: str, *, admin: bool = False) -> bool:
+    """Add the user, or give an existing one a new password (made an admin if asked); True if the user is new."""
     with engine.begin() as connection:
-        changed = {"password_hash": hashed, "sessions_from": sessions_from}
-        found = connection.execute(sa.update(users).where(users.c.identifier == name).values(**changed))
-        if not found.rowcount:
-            row = {
-                "id": str(uuid.uuid4()),
-                "identifier": name,
-                "metadata": {},
-                "password_hash": hashed,
-                "created_at": timestamp(),
-            }
-            connection.execute(sa.insert(users).values(**row))
-            return True
-    return False
+        return save_password(connection, name, hasher.hash(password), admin=admin)
+
+
+def save_password(connection: Connection, name: str, hashed: str, *, admin: bool = False) -> bool:
+    """Add the user with this password hash, or set it as their new one; True if the user is new."""
+    # A new password ends every login made before it.
+    changed: dict[str, object] = {"password_hash": hashed, "sessions_from": next_second()}
+    if admin:
+        changed["is_admin"] = True
+    found = connection.execute(sa.update(users).where(users.c.identifier == name).values(**changed))
+    if found.rowcount:
+        return False
+    connection.execute(sa.insert(users).values(**new_user(name), **changed))
+    return True
+
+
+def next_second() -> int:
+    """When logins count from after a change that ends them: login tokens carry whole seconds, so the logins of
+    this second end too (a login in it waits for the next second: app/web/login_sessions.py)."""
+    return math.floor(time.time()) + 1
+
+
+def new_user(name: str, email: str | None = None) -> dict[str, object]:
+    """A users row for a new user (without a password: single sign-on's)."""
+    return {"id": str(uuid.uuid4()), "identifier": name, "metadata": {}, "created_at": timestamp(), "email": email}
 
 
 def remove_user(engine: Engine, name: str) -> bool:
     """Remove the user and every chat of theirs, in one transaction; False if there was none."""
     with engine.begin() as connection:
-        user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).scalar()
-        if user_id is None:
-            return False
-        theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
-        for table in (feedbacks, elements, steps):
-            connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
-        connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id.in_(theirs)))
-        connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
-        passage_index.remove(connection, sa.select(documents.c.id).where(documents.c.user_id == user_id))
-        connection.execute(sa.delete(presets).where(presets.c.user_id == user_id))
-        connection.execute(sa.delete(users).where(users.c.id == user_id))
-        return True
+        return delete_user(connection, name)
+
+
+def delete_user(connection: Connection, name: str) -> bool:
+    """Delete the user's rows and every chat, document and preset of theirs; False if there was none."""
+    user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).scalar()
+    if user_id is None:
+        return False
+    theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
+    for table in (feedbacks, elements, steps):
+        connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
+    connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id.in_(theirs)))
+    connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
+    passage_index.remove(connection, sa.select(documents.c.id).where(documents.c.user_id == user_id))
+    connection.execute(sa.delete(presets).where(presets.c.user_id == user_id))
+    connection.execute(sa.delete(user_limits).where(user_limits.c.user_id == user_id))
+    connection.execute(sa.delete(users).where(users.c.id == user_id))
+    return True
 
 
 def verify_password(engine: Engine, name: str, password: str) -> bool:
@@ -173,4 +189,5 @@ def startup_login(settings: Settings) -> Login:
         users = prepare(url)
     except Exception as error:  # any driver's refusal (unreachable, bad password, no such database ...)
         raise HistoryUnreachable(f"the history database {describe(url)} cannot be opened: {error}") from error
-    return login_mode(history=True, chat_host=settings.chat_host, password_users=users)
+    sign_on = bool(settings.proxy_networks) or openid_configured()
+    return login_mode(history=True, chat_host=settings.chat_host, password_users=users, sign_on=sign_on)

@@ -30,6 +30,11 @@ users = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     # Login tokens issued before this time (seconds since the epoch) are void: set by a password change.
     sa.Column("sessions_from", sa.Float),
+    sa.Column("is_admin", sa.Boolean, nullable=False, server_default=sa.false()),
+    # What links a single sign-on identity to this user (unique; None: the identifier itself is matched).
+    sa.Column("email", sa.String(255)),
+    sa.Column("last_login_at", sa.Float),
+    sa.Index("ix_users_email", "email", unique=True),
 )
 
 threads = sa.Table(
@@ -111,6 +116,48 @@ usage = sa.Table(
     sa.Column("answers", sa.Integer, nullable=False),
     sa.Column("prompt_tokens", sa.Integer, nullable=False),
     sa.Column("completion_tokens", sa.Integer, nullable=False),
+)
+
+
+# An admin's limits for one user, overriding the defaults (None: the default).
+user_limits = sa.Table(
+    "user_limits",
+    metadata,
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("answers_at_once", sa.Integer),
+    sa.Column("messages_per_minute", sa.Integer),
+    sa.Column("daily_tokens", sa.Integer),
+)
+
+# Defaults the admins set for everyone (the system prompt, the built-in presets shown, open single sign-on).
+team_settings = sa.Table(
+    "team_settings",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.JSON, nullable=False),
+)
+
+# Who changed what on the admin page, and when.
+admin_log = sa.Table(
+    "admin_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+    sa.Column("admin", sa.String(255), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("target", sa.String(255), nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+)
+
+# The app processes serving the chat, each seen at its last heartbeat (the admin page's health).
+replicas = sa.Table(
+    "replicas",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("seen_at", sa.Float, nullable=False, index=True),
 )
 
 

@@ -7,10 +7,8 @@ import getpass
 import sys
 
 from app.config import Settings, get_settings, load_or_explain
-from app.history.accounts import list_users, remove_user, set_password
+from app.history.accounts import MIN_PASSWORD_CHARS, list_users, remove_user, set_password
 from app.history.database import create_engine, database_url, upgrade
-
-MIN_PASSWORD_CHARS = 8
 
 
 def read_password(name: str) -> str:
@@ -23,7 +21,7 @@ def read_password(name: str) -> str:
     return password
 
 
-def run(settings: Settings, command: str, name: str) -> str:
+def run(settings: Settings, command: str, name: str, *, admin: bool = False) -> str:
     """Do the command; the line to print."""
     engine = create_engine(database_url(settings.database_url, settings.data_dir))
     try:
@@ -37,9 +35,10 @@ def run(settings: Settings, command: str, name: str) -> str:
         password = read_password(name)
         if len(password) < MIN_PASSWORD_CHARS:
             raise SystemExit(f"make user-add: a password needs at least {MIN_PASSWORD_CHARS} characters.")
-        added = set_password(engine, name, password)
+        added = set_password(engine, name, password, admin=admin)
         restart = " Restart the chat if it runs without login (the local user) to require it." if added else ""
-        return (f"Added {name}." if added else f"New password set for {name}.") + restart
+        done = f"Added {name}" if added else f"New password set for {name}"
+        return done + (", an admin." if admin else ".") + restart
     finally:
         engine.dispose()
 
@@ -48,13 +47,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m app.history.users", description=__doc__)
     parser.add_argument("command", choices=["add", "remove", "list"])
     parser.add_argument("name", nargs="?", default="")
+    parser.add_argument("--admin", action="store_true", help="add: the user is an admin (the admin page)")
     args = parser.parse_args()
     if args.command != "list" and not args.name.strip():
         parser.error(f"{args.command} needs a NAME")
     settings = load_or_explain(get_settings, f"make user-{args.command}")
     if settings is None:
         return 2
-    print(run(settings, args.command, args.name.strip()))
+    print(run(settings, args.command, args.name.strip(), admin=args.admin))
     return 0
 
 

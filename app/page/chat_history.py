@@ -23,6 +23,7 @@ from app.history.accounts import LOCAL_USER, Login, startup_login, verify_passwo
 from app.history.database import create_engine, database_url
 from app.history.journal import Journal, Saving
 from app.history.store import Actor, Caller, ChatStore, Route
+from app.history.team import Team
 from app.history.transcript import PREFERENCES_KEY
 from app.page import lifecycle, seam
 from app.page.answer_controls import show_line
@@ -43,6 +44,8 @@ class History:
 
     store: ChatStore | None
     login: Login
+    # The team's users, limits and defaults (None with history off).
+    team: Team | None = None
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
     unawaited: set[asyncio.Task[None]] = field(default_factory=set)
@@ -164,7 +167,8 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
         before_batch=functools.partial(answering.over, ANSWERS_FIRST_S),
         journal=journal,
     )
-    history.store = store
+    history.store, history.team = store, Team(store.writer)
+    team = history.team
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:
 
@@ -180,6 +184,7 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
             """A user added with `make user-add`, with their password."""
             # argon2 is slow on purpose: in the store's threads.
             if await store.writer.run("check a password", verify_password, store.engine, name, password):
+                await team.signed_in(name)
                 return cl.User(identifier=name, metadata={"provider": "password"})
             return None
 

@@ -28,8 +28,9 @@ def starter_actions(chat: Tab) -> list[cl.Action]:
     ]
 
 
-async def greet(chat: Tab, backend: Backend, settings: Settings) -> None:
-    """Greet with the model's name, or say what we wait for and greet once vLLM serves."""
+async def greet(chat: Tab, backend: Backend, settings: Settings, *, admin: bool = False) -> None:
+    """Greet with the model's name (and a link to the admin page for an admin), or say what we wait for and greet
+    once vLLM serves."""
     try:
         model = await backend.model()
     except ChatError:
@@ -38,7 +39,8 @@ async def greet(chat: Tab, backend: Backend, settings: Settings) -> None:
         await show(notice)
         chat.readiness = asyncio.create_task(watch_readiness(chat, notice, backend, settings))
         return
-    await show(cl.Message(content=greeting(settings, chat, model.name), actions=starter_actions(chat)))
+    content = greeting(settings, chat, model.name) + ("\n\n" + text(chat.lang, "admin_link") if admin else "")
+    await show(cl.Message(content=content, actions=starter_actions(chat)))
 
 
 async def watch_readiness(chat: Tab, notice: cl.Message, backend: Backend, settings: Settings) -> None:

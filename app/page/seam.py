@@ -54,6 +54,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 - `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
   (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
   before the app's settings; the page and Chainlit's upload route both check them.
+- `chainlit.oauth_providers.get_configured_oauth_providers`: whether Chainlit found an OAuth provider's variables
+  (its `oauth_callback` decorator refuses to register without one).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ from chainlit.chat_context import chat_context
 from chainlit.config import SpontaneousFileUploadFeature, config
 from chainlit.context import ChainlitContextException, init_ws_context
 from chainlit.data.utils import queue_until_user_message as chainlit_queue_until_user_message
+from chainlit.oauth_providers import get_configured_oauth_providers
 from chainlit.server import app as server
 from chainlit.server import router, sio
 from chainlit.session import WebsocketSession as WebsocketSession  # re-exported: the type of a tab's session
@@ -191,9 +194,8 @@ def open_to_anyone(path: str, method: str) -> None:
     """Chainlit's route, matched first, answering callers without a login too (its current_user is then None)."""
     endpoint = chainlit_endpoint(path, method)
     signature = inspect.signature(endpoint, eval_str=True)
-    anyone = Annotated[Any, Depends(user_if_logged_in)]
     parameters = [
-        p.replace(annotation=anyone) if p.name == "current_user" else p for p in signature.parameters.values()
+        p.replace(annotation=LoggedInUser) if p.name == "current_user" else p for p in signature.parameters.values()
     ]
 
     async def opened(**params: Any) -> Any:
@@ -211,6 +213,10 @@ async def user_if_logged_in(token: str | None = Depends(reuseable_oauth)) -> Any
         return None
 
 
+# A route parameter of this type is the caller's user, or None without a (valid) login.
+LoggedInUser = Annotated[Any, Depends(user_if_logged_in)]
+
+
 async def chainlit_page(request: Request) -> Response:
     """Chainlit's page, as its catch-all route serves it at any path."""
     return cast(Response, await chainlit_endpoint(PAGE_ROUTE, "GET")(request=request))
@@ -224,9 +230,9 @@ async def shared_chat(request: Request, thread_id: str) -> dict[str, Any]:
     return dict(json.loads(response.body))
 
 
-def add_route(path: str, endpoint: Handler) -> None:
-    """A GET route of the app's own, matched before Chainlit's (whose catch-all serves the page)."""
-    server.router.routes.insert(0, APIRoute(path, endpoint, methods=["GET"]))
+def add_route(path: str, endpoint: Handler, method: str = "GET") -> None:
+    """A route of the app's own, matched before Chainlit's (whose catch-all serves the page)."""
+    server.router.routes.insert(0, APIRoute(path, endpoint, methods=[method]))
 
 
 def chainlit_endpoint(path: str, method: str) -> Handler:
@@ -235,6 +241,11 @@ def chainlit_endpoint(path: str, method: str) -> Handler:
         if isinstance(route, APIRoute) and route.path == path and method in (route.methods or ()):
             return cast(Handler, route.endpoint)
     raise RuntimeError(f"Chainlit serves no {method} {path}; the app's guard for it cannot be applied")
+
+
+def oauth_configured() -> bool:
+    """Whether Chainlit found an OAuth provider's variables (it then offers its sign-in button)."""
+    return bool(get_configured_oauth_providers())
 
 
 def session_by_id(session_id: object) -> WebsocketSession | None:

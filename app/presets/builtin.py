@@ -99,15 +99,23 @@ async def starting_documents(profile: str | None, user: str | None, store: Prese
 
 
 async def starting_preferences(
-    profile: str | None, user: str | None, lang: str, settings: Settings, store: PresetStore | None
+    profile: str | None,
+    user: str | None,
+    lang: str,
+    settings: Settings,
+    store: PresetStore | None,
+    *,
+    hidden: frozenset[str] = frozenset(),
 ) -> Preferences:
     """The settings of a chat started with the preset the page names: a built-in one or the user's own, else defaults.
 
     The page sends any name it likes: only the user's own presets are looked up, never anyone else's.
     """
     defaults = Preferences.defaults(settings)
-    if profile in BY_NAME:
+    if profile in BY_NAME and profile not in hidden:
         return BY_NAME[profile].preferences(defaults, lang)
+    if profile in BY_NAME:
+        return defaults  # a preset the admins hid
     own = await own_presets(user, settings, store) if profile else {}
     if profile and profile not in own:
         logger.warning("%s's chat named the preset %r, not theirs: it starts with the defaults", user, profile)

@@ -117,10 +117,11 @@ def quoted(name: str) -> str:
 
 
 async def chat_profiles(
-    user: str | None, lang: str, settings: Settings, store: PresetStore | None
+    user: str | None, lang: str, settings: Settings, store: PresetStore | None, *, hidden: frozenset[str] = frozenset()
 ) -> list[cl.ChatProfile]:
-    """The presets to pick from when a chat starts: the built-in ones, then the user's own."""
+    """The presets to pick from when a chat starts: the built-in ones the admins show, then the user's own."""
     defaults = Preferences.defaults(settings)
+    shown = [preset for preset in BUILT_IN if preset.name not in hidden]
     profiles = [
         cl.ChatProfile(
             name=preset.name,
@@ -128,9 +129,9 @@ async def chat_profiles(
             markdown_description=text(lang, preset.about_key)
             + "\n\n"
             + summary(lang, preset.preferences(defaults, lang)),
-            default=preset is BUILT_IN[0],
+            default=preset is shown[0],
         )
-        for preset in BUILT_IN
+        for preset in shown
     ]
     for name, preferences in (await own_presets(user, settings, store)).items():
         about = text(lang, "preset_own_about") + "\n\n" + summary(lang, preferences)

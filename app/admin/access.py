@@ -1,0 +1,71 @@
+"""Who may use the admin page: admins only, from the chat's own pages only; each refusal logged."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+from fastapi import HTTPException
+from starlette.datastructures import Headers
+
+from app import metrics
+from app.errors import HistoryUnavailable
+from app.history.accounts import LOCAL_USER
+from app.history.team import Team
+
+log = logging.getLogger(__name__)
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def refuse(status: int, detail: str, why: str, *values: object) -> NoReturn:
+    """Log one line saying why, count it, and answer the request with the status."""
+    log.warning("Admin page: refused " + why, *values)
+    metrics.REFUSALS.labels("admin").inc()
+    raise HTTPException(status_code=status, detail=detail)
+
+
+def from_own_page(method: str, headers: Headers) -> bool:
+    """Whether a request that changes something comes from the chat's own page (never another site's).
+
+    Browsers send Origin (and Sec-Fetch-Site) with every such request; a page of another site cannot send
+    JSON without a CORS preflight, which the app grants only to its own origins.
+    """
+    if method in SAFE_METHODS:
+        return True
+    origin, site = headers.get("origin"), headers.get("sec-fetch-site")
+    if origin is not None and urlsplit(origin).netloc != headers.get("host", ""):
+        return False
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    return headers.get("content-type", "").split(";")[0].strip() == "application/json"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The check every admin route makes first."""
+
+    team: Team
+    # Without users (loopback only) the passwordless local user runs the place.
+    local_admin: bool
+
+    async def admin(self, method: str, headers: Headers, user: Any) -> str:
+        """The admin making the request (raises 401, 403 for anyone else or for another site's page)."""
+        name = str(user.identifier) if user is not None else ""
+        if not name:
+            refuse(401, "Log in first", "a request without a login")
+        if not from_own_page(method, headers):
+            refuse(403, "Requests from another site are refused", "%s's %s from another site's page", name, method)
+        if not await self.is_admin(name):
+            refuse(403, "Admins only", "%s, who is not an admin", name)
+        return name
+
+    async def is_admin(self, name: str) -> bool:
+        """Whether the user is an admin now (never while the database cannot say)."""
+        if self.local_admin and name == LOCAL_USER:
+            return True
+        try:
+            return await self.team.is_admin(name)
+        except HistoryUnavailable:
+            return False

@@ -1,0 +1,92 @@
+"""GET /admin: the admin page's HTML (its script, /public/admin/admin.js, reads and changes through the API)."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from fastapi import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from app.admin.access import Gate
+from app.admin.strings import TEXT
+from app.i18n import language_of
+from app.page import seam
+
+ROUTE = "/admin"
+SECTIONS = ("users", "own_limits", "usage", "defaults", "shares", "health", "changes")
+PAGE = """<!DOCTYPE html>
+<html lang="{lang}">
+<head>
+<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="stylesheet" href="/public/admin/admin.css">
+<script type="application/json" id="admin-text">{strings}</script>
+<script src="/public/admin/admin.js" defer></script>
+</head>
+<body>
+<a class="skip" href="#main">{skip}</a>
+<header>
+<h1>{title}</h1>
+<nav aria-label="{sections}"><ul>{links}<li><a href="/">{back}</a></li></ul></nav>
+</header>
+<main id="main" tabindex="-1">
+<p id="status" role="status" aria-live="polite">{loading}</p>
+{body}
+</main>
+</body>
+</html>
+"""
+REFUSED = """<!DOCTYPE html>
+<html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title></head>
+<body><main><h1>{title}</h1><p>{why}</p><p><a href="/">{back}</a></p></main></body></html>
+"""
+
+
+def page_language(forced: str, request: Request) -> str:
+    """The chat's language setting, else the browser's."""
+    return language_of(forced or request.headers.get("accept-language"))
+
+
+def render(lang: str) -> str:
+    """The page, with its sections empty until the script fills them."""
+    words = TEXT[lang]
+    links = "".join(f'<li><a href="#{key}">{html.escape(words[key])}</a></li>' for key in SECTIONS)
+    body = "\n".join(
+        f'<section id="{key}" aria-labelledby="{key}-title"><h2 id="{key}-title">{html.escape(words[key])}</h2>'
+        f'<div class="content"></div></section>'
+        for key in SECTIONS
+    )
+    # Inside a <script> element, "</" would end it early: JSON may say it as "<\/".
+    strings = json.dumps(words, ensure_ascii=False).replace("</", "<\\/")
+    return PAGE.format(
+        lang=lang,
+        title=html.escape(words["title"]),
+        skip=html.escape(words["skip"]),
+        sections=html.escape(words["sections"]),
+        back=html.escape(words["back"]),
+        loading=html.escape(words["loading"]),
+        links=links,
+        body=body,
+        strings=strings,
+    )
+
+
+def install(gate: Gate, forced_language: str) -> None:
+    """Serve the page to admins; others are told it is for admins only (403), or sent to log in."""
+
+    async def admin_page(request: Request, user: seam.LoggedInUser) -> Response:
+        lang = page_language(forced_language, request)
+        try:
+            await gate.admin(request.method, request.headers, user)
+        except HTTPException as refusal:
+            if refusal.status_code == 401:
+                return RedirectResponse("/login", status_code=303)
+            words = TEXT[lang]
+            refused = REFUSED.format(lang=lang, title=words["title"], why=words["forbidden"], back=words["back"])
+            return HTMLResponse(refused, status_code=refusal.status_code)
+        return HTMLResponse(render(lang))
+
+    seam.add_route(ROUTE, admin_page)

@@ -1,0 +1,231 @@
+"""The team as the admin page runs it: users and admins, limits per user, defaults for everyone, the admin log."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from app.chat.quotas import Limits
+from app.history.accounts import delete_user, hasher, new_user, next_second, save_password
+from app.history.schema import admin_log, team_settings, threads, usage, user_limits, users
+from app.history.transcript import SHARING_KEYS
+from app.history.writer import Writer
+
+# The defaults an admin sets for everyone, and their values until one does.
+DEFAULTS: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": False}
+LOG_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class Member:
+    """A user as the admin page lists them."""
+
+    name: str
+    admin: bool
+    email: str | None
+    password: bool
+    last_login_at: float | None
+    limits: Limits
+
+
+def since_day(days: int) -> str:
+    """The first UTC day of the last `days` days."""
+    return (datetime.now(UTC) - timedelta(days=days - 1)).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class Team:
+    """Reads and writes of the team's rows, through the history's writer (one transaction each)."""
+
+    writer: Writer
+
+    async def is_admin(self, name: str) -> bool:
+        """Whether this user is an admin now (read at each request: unmaking one takes effect at once)."""
+        query = sa.select(users.c.is_admin).where(users.c.identifier == name)
+        return bool(await self.writer.read("check an admin", lambda c: c.execute(query).scalar()))
+
+    async def members(self) -> list[Member]:
+        """Every user, with their limits, by name."""
+        query = (
+            sa.select(
+                users, user_limits.c.answers_at_once, user_limits.c.messages_per_minute, user_limits.c.daily_tokens
+            )
+            .outerjoin(user_limits, user_limits.c.user_id == users.c.id)
+            .order_by(users.c.identifier)
+        )
+        rows = await self.writer.read("list the users", lambda c: list(c.execute(query)))
+        return [
+            Member(
+                r.identifier,
+                bool(r.is_admin),
+                r.email,
+                r.password_hash is not None,
+                r.last_login_at,
+                Limits(r.answers_at_once, r.messages_per_minute, r.daily_tokens),
+            )
+            for r in rows
+        ]
+
+    async def add(self, name: str, password: str, *, admin: bool, email: str | None) -> bool:
+        """Add a user with a password (False: the name is taken, nothing changed)."""
+        hashed = await self.writer.run("hash a password", hasher.hash, password)
+
+        def work(connection: Connection) -> bool:
+            if connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).first():
+                return False
+            save_password(connection, name, hashed, admin=admin)
+            if email:
+                connection.execute(sa.update(users).where(users.c.identifier == name).values(email=email))
+            return True
+
+        return bool(await self.writer.write("add a user", work))
+
+    async def set_password(self, name: str, password: str) -> bool:
+        """A new password for an existing user (ending their logins); False if there is no such user."""
+        hashed = await self.writer.run("hash a password", hasher.hash, password)
+        return await self._change(name, "set a password", password_hash=hashed, sessions_from=next_second())
+
+    async def set_admin(self, name: str, admin: bool) -> bool:
+        """Make or unmake an admin; False if there is no such user."""
+        return await self._change(name, "change an admin", is_admin=admin)
+
+    async def set_email(self, name: str, email: str | None) -> bool:
+        """The e-mail that links single sign-on to this user (None: none); False if there is no such user."""
+        return await self._change(name, "link an e-mail", email=email)
+
+    async def email_owner(self, email: str) -> str | None:
+        """The user linked to this e-mail (None: nobody)."""
+        query = sa.select(users.c.identifier).where(users.c.email == email)
+        owner: str | None = await self.writer.read("find an e-mail", lambda c: c.execute(query).scalar())
+        return owner
+
+    async def end_sessions(self, name: str) -> bool:
+        """End every login of the user now (their open tabs close at the next sweep); False if no such user."""
+        return await self._change(name, "end a user's logins", sessions_from=next_second())
+
+    async def remove(self, name: str) -> bool:
+        """Remove the user and all their chats; False if there was none."""
+        return bool(await self.writer.write("remove a user", lambda c: delete_user(c, name)))
+
+    async def _change(self, name: str, what: str, **values: Any) -> bool:
+        statement = sa.update(users).where(users.c.identifier == name).values(**values)
+        return bool(await self.writer.write(what, lambda c: c.execute(statement).rowcount))
+
+    async def limits_of(self, name: str) -> Limits:
+        """The user's own limits (all None: the defaults)."""
+        query = (
+            sa.select(user_limits.c.answers_at_once, user_limits.c.messages_per_minute, user_limits.c.daily_tokens)
+            .join(users, users.c.id == user_limits.c.user_id)
+            .where(users.c.identifier == name)
+        )
+        row = await self.writer.read("read a user's limits", lambda c: c.execute(query).first())
+        return Limits(*row) if row else Limits()
+
+    async def set_limits(self, name: str, limits: Limits) -> bool:
+        """Set the user's limits (None fields: the default); False if there is no such user."""
+
+        def work(connection: Connection) -> bool:
+            user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).scalar()
+            if user_id is None:
+                return False
+            connection.execute(sa.delete(user_limits).where(user_limits.c.user_id == user_id))
+            connection.execute(sa.insert(user_limits).values(user_id=user_id, **asdict(limits)))
+            return True
+
+        return bool(await self.writer.write("set a user's limits", work))
+
+    async def defaults(self) -> dict[str, Any]:
+        """The defaults for everyone, as admins set them."""
+        rows = await self.writer.read("read the team's defaults", lambda c: list(c.execute(sa.select(team_settings))))
+        return DEFAULTS | {row.key: row.value for row in rows if row.key in DEFAULTS}
+
+    async def set_default(self, key: str, value: Any) -> None:
+        """Set one default for everyone."""
+
+        def work(connection: Connection) -> None:
+            connection.execute(sa.delete(team_settings).where(team_settings.c.key == key))
+            connection.execute(sa.insert(team_settings).values(key=key, value=value))
+
+        await self.writer.write("set a default", work)
+
+    async def log(self, admin: str, action: str, target: str, detail: str = "") -> None:
+        """Keep a line of who changed what, when."""
+        row = {"at": time.time(), "admin": admin[:255], "action": action[:64], "target": target[:255], "detail": detail}
+        await self.writer.write("log an admin's change", lambda c: c.execute(sa.insert(admin_log).values(**row)))
+
+    async def recent_changes(self) -> list[dict[str, Any]]:
+        """The admin log's newest lines."""
+        query = sa.select(admin_log).order_by(admin_log.c.id.desc()).limit(LOG_SHOWN)
+        rows = await self.writer.read("read the admin log", lambda c: list(c.execute(query)))
+        return [dict(row._mapping) for row in rows]
+
+    async def usage(self, days: int) -> list[dict[str, Any]]:
+        """Tokens per user and day over the last `days` days, newest first (what `make usage` prints)."""
+        query = sa.select(usage).where(usage.c.day >= since_day(days)).order_by(usage.c.day.desc(), usage.c.user)
+        rows = await self.writer.read("read the usage", lambda c: list(c.execute(query)))
+        return [dict(row._mapping) for row in rows]
+
+    async def shared_chats(self) -> list[dict[str, Any]]:
+        """Every chat shared now: its name, its owner, since when."""
+        shared = threads.c.metadata[SHARING_KEYS[0]].as_boolean()
+        query = (
+            sa.select(threads.c.id, threads.c.name, threads.c.metadata, users.c.identifier)
+            .join(users, users.c.id == threads.c.user_id)
+            .where(shared.is_(True))
+            .order_by(threads.c.created_at.desc())
+        )
+        rows = await self.writer.read("list the shared chats", lambda c: list(c.execute(query)))
+        return [
+            {"id": r.id, "name": r.name, "owner": r.identifier, "since": (r.metadata or {}).get(SHARING_KEYS[1])}
+            for r in rows
+        ]
+
+    async def unshare(self, thread_id: str) -> bool:
+        """Stop sharing a chat (its link shows nothing from now on); False if there is no such chat."""
+
+        def work(connection: Connection) -> bool:
+            metadata = connection.execute(sa.select(threads.c.metadata).where(threads.c.id == thread_id)).scalar()
+            if metadata is None:
+                return False
+            unshared = {**metadata, SHARING_KEYS[0]: False}
+            connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(metadata=unshared))
+            return True
+
+        return bool(await self.writer.write("unshare a chat", work))
+
+    async def signed_in(self, name: str) -> None:
+        """Note the user's login (the admin page's last login)."""
+        statement = sa.update(users).where(users.c.identifier == name).values(last_login_at=time.time())
+        await self.writer.write_in_background("note a login", lambda c: c.execute(statement))
+
+    async def sign_on(self, name: str, email: str | None, *, admin: bool | None, open_sign_on: bool) -> str | None:
+        """The user a single sign-on identity is: linked by e-mail, else by name; added if sign-on is open.
+
+        `admin` from the identity provider's groups sets the user's admin flag (None: left as the admins set it);
+        a member of the admin group is let in while sign-on is closed. None: not a user, and may not sign in.
+        """
+
+        def work(connection: Connection) -> str | None:
+            match = users.c.identifier == name
+            if email:
+                match = sa.or_(users.c.email == email, match)
+            found = connection.execute(sa.select(users.c.identifier).where(match).order_by(users.c.email.is_(None)))
+            identifier = found.scalar()
+            if identifier is None:
+                if not (open_sign_on or admin):
+                    return None
+                identifier = name
+                connection.execute(sa.insert(users).values(**new_user(name, email)))
+            values: dict[str, Any] = {"last_login_at": time.time()}
+            if admin is not None:
+                values["is_admin"] = admin
+            connection.execute(sa.update(users).where(users.c.identifier == identifier).values(**values))
+            return str(identifier)
+
+        signed_on: str | None = await self.writer.write("sign a user on", work)
+        return signed_on

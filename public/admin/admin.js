@@ -1,0 +1,269 @@
+// The admin page: reads everything from /admin/api/state, sends each change as JSON, then reads again.
+"use strict";
+
+const T = JSON.parse(document.getElementById("admin-text").textContent);
+const API = "/admin/api";
+let state = null;
+
+function say(key, values = {}) {
+  return T[key].replace(/\{(\w+)\}/g, (_, name) => String(values[name] ?? ""));
+}
+
+// An element with attributes and children (strings become text: nothing the server sends is read as HTML).
+function el(tag, attributes = {}, ...children) {
+  const node = tag === "svg" || tag === "rect" || tag === "title"
+    ? document.createElementNS("http://www.w3.org/2000/svg", tag)
+    : document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === false || value === null || value === undefined) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) node.append(child instanceof Node ? child : String(child));
+  return node;
+}
+
+function section(id) {
+  const content = document.querySelector(`#${id} .content`);
+  content.replaceChildren();
+  return content;
+}
+
+function status(message, failed = false) {
+  const line = document.getElementById("status");
+  line.textContent = message;
+  line.className = failed ? "failed" : "";
+}
+
+async function change(path, body, what) {
+  const response = await fetch(`${API}/${path}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) {
+    const answer = await response.json().catch(() => ({}));
+    const detail = Array.isArray(answer.detail)
+      ? answer.detail.map((d) => `${d.loc.slice(-1)[0]}: ${d.msg}`).join("; ")
+      : answer.detail || response.statusText;
+    status(say("failed", { why: detail }), true);
+    return false;
+  }
+  status(say("done", { what }));
+  await load();
+  return true;
+}
+
+function when(seconds) {
+  return seconds ? new Date(seconds * 1000).toLocaleString(document.documentElement.lang) : say("never");
+}
+
+function field(id, label, attributes = {}, hint = "") {
+  const input = el(attributes.tag || "input", { id, name: id, ...attributes, tag: null });
+  const parts = [el("label", { for: id }, label), input];
+  if (hint) {
+    input.setAttribute("aria-describedby", `${id}-hint`);
+    parts.push(el("small", { id: `${id}-hint` }, hint));
+  }
+  return el("div", { class: "field" }, parts);
+}
+
+function userPicker(id) {
+  return field(id, T.user, { tag: "select", required: true });
+}
+
+function fillUserPickers() {
+  for (const select of document.querySelectorAll("select[name$='-user']")) {
+    const chosen = select.value;
+    select.replaceChildren(...state.users.map((u) => el("option", { value: u.name }, u.name)));
+    if (chosen) select.value = chosen;
+  }
+}
+
+function form(id, title, fields, submitLabel, onSubmit) {
+  const node = el("form", { id, "aria-labelledby": `${id}-title` }, el("h3", { id: `${id}-title` }, title), fields,
+    el("button", { type: "submit" }, submitLabel));
+  node.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (await onSubmit(new FormData(node))) node.reset();
+    fillUserPickers();
+  });
+  return node;
+}
+
+function numberOrNull(value) {
+  return value === "" || value === null ? null : Number(value);
+}
+
+function limitsText(limits) {
+  const own = Object.entries(limits).filter(([, v]) => v !== null);
+  return own.length ? own.map(([k, v]) => `${T[k]}: ${v}`).join(", ") : say("default");
+}
+
+function drawUsers() {
+  const content = section("users");
+  content.append(form("add-user", T.add_user, [
+    field("add-user-name", T.name, { required: true, maxlength: 255, autocomplete: "off" }),
+    field("add-user-email", T.email, { type: "email", maxlength: 255, autocomplete: "off" }, T.email_hint),
+    field("add-user-password", T.password, { type: "password", required: true, minlength: 8,
+      autocomplete: "new-password" }, T.password_hint),
+    el("div", { class: "field check" }, el("input", { type: "checkbox", id: "add-user-admin", name: "add-user-admin" }),
+      el("label", { for: "add-user-admin" }, T.admin)),
+  ], T.add, (data) => change("users/add", {
+    name: data.get("add-user-name"), password: data.get("add-user-password"),
+    email: data.get("add-user-email") || null, admin: data.get("add-user-admin") === "on",
+  }, `${T.add_user}: ${data.get("add-user-name")}`)));
+  const rows = state.users.map((u) => {
+    const act = (action, path, body) => el("button", { type: "button", "aria-label": say("action_of", { action, name: u.name }),
+      onclick: () => change(path, { name: u.name, ...body }, say("action_of", { action, name: u.name })) }, action);
+    const remove = el("button", { type: "button", class: "danger", "aria-label": say("action_of", { action: T.remove, name: u.name }),
+      onclick: () => confirm(say("confirm_remove", { name: u.name }))
+        && change("users/remove", { name: u.name }, say("action_of", { action: T.remove, name: u.name })) }, T.remove);
+    return el("tr", { "data-user": u.name },
+      el("th", { scope: "row" }, u.name),
+      el("td", {}, u.email || ""),
+      el("td", {}, u.admin ? T.admin : u.password ? "" : T.sign_on),
+      el("td", {}, when(u.last_login_at)),
+      el("td", {}, limitsText(u.limits)),
+      el("td", { class: "actions" },
+        u.admin ? act(T.unmake_admin, "users/admin", { admin: false }) : act(T.make_admin, "users/admin", { admin: true }),
+        act(T.end_sessions, "users/end-sessions", {}), remove));
+  });
+  content.append(el("table", { id: "users-table" }, el("caption", {}, T.users),
+    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, rows)));
+  content.append(form("set-password", T.new_password, [userPicker("set-password-user"),
+    field("set-password-password", T.password, { type: "password", required: true, minlength: 8, autocomplete: "new-password" })],
+  T.save, (data) => change("users/password", { name: data.get("set-password-user"), password: data.get("set-password-password") },
+    `${T.new_password}: ${data.get("set-password-user")}`)));
+  content.append(form("link-email", T.link_email, [userPicker("link-email-user"),
+    field("link-email-email", T.email, { type: "email", maxlength: 255 }, T.email_hint)],
+  T.save, (data) => change("users/email", { name: data.get("link-email-user"), email: data.get("link-email-email") || null },
+    `${T.link_email}: ${data.get("link-email-user")}`)));
+}
+
+function drawLimits() {
+  const content = section("own_limits");
+  content.append(el("p", {}, T.limits_hint));
+  const names = ["answers_at_once", "messages_per_minute", "daily_tokens"];
+  const fields = names.map((name) => field(`limits-${name}`, T[name],
+    { type: "number", min: name === "daily_tokens" ? 0 : 1, step: 1, placeholder: `${T.default}: ${state.limits[name]}` }));
+  const node = form("set-limits", T.own_limits, [userPicker("set-limits-user"), fields], T.save, (data) => {
+    const body = { name: data.get("set-limits-user") };
+    for (const name of names) body[name] = numberOrNull(data.get(`limits-${name}`));
+    return change("users/limits", body, `${T.own_limits}: ${body.name}`);
+  });
+  const picker = node.querySelector("select");
+  picker.addEventListener("change", () => {
+    const user = state.users.find((u) => u.name === picker.value);
+    for (const name of names) node.querySelector(`#limits-${name}`).value = user?.limits[name] ?? "";
+  });
+  content.append(node);
+}
+
+function drawUsage() {
+  const content = section("usage");
+  const now = Object.entries(state.answering_now).map(([u, n]) => `${u} ${n}`).join(", ") || T.nobody;
+  content.append(el("p", { id: "answering-now" }, say("answering_now", { now })));
+  const perDay = new Map();
+  for (let i = state.usage_days - 1; i >= 0; i--) {
+    perDay.set(new Date(Date.now() - i * 86400000).toISOString().slice(0, 10), 0);
+  }
+  for (const row of state.usage) {
+    if (perDay.has(row.day)) perDay.set(row.day, perDay.get(row.day) + row.prompt_tokens + row.completion_tokens);
+  }
+  const most = Math.max(1, ...perDay.values());
+  const total = [...perDay.values()].reduce((a, b) => a + b, 0);
+  const width = 12;
+  const chart = el("svg", { id: "usage-chart", role: "img", viewBox: `0 0 ${perDay.size * width} 100`,
+    "aria-label": say("usage_chart", { days: state.usage_days, total }) });
+  [...perDay.entries()].forEach(([day, tokens], i) => {
+    const height = Math.round((tokens / most) * 96);
+    chart.append(el("rect", { x: i * width + 1, y: 100 - height, width: width - 2, height },
+      el("title", {}, `${day}: ${tokens}`)));
+  });
+  content.append(chart);
+  if (!state.usage.length) {
+    content.append(el("p", {}, say("no_usage", { days: state.usage_days })));
+    return;
+  }
+  content.append(el("table", { id: "usage-table" }, el("caption", {}, T.usage),
+    el("thead", {}, el("tr", {}, [T.day, T.user, T.answers, T.prompt_tokens, T.completion_tokens].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, state.usage.map((r) => el("tr", {}, el("td", {}, r.day), el("th", { scope: "row" }, r.user),
+      el("td", {}, r.answers), el("td", {}, r.prompt_tokens), el("td", {}, r.completion_tokens))))));
+}
+
+function drawDefaults() {
+  const content = section("defaults");
+  const d = state.defaults;
+  const prompt = field("defaults-prompt", T.system_prompt, { tag: "textarea", rows: 4, maxlength: 20000 },
+    say("system_prompt_hint", { setting: state.default_system_prompt }));
+  prompt.querySelector("textarea").value = d.system_prompt ?? "";
+  const presets = el("fieldset", {}, el("legend", {}, T.presets_shown), state.presets.map((name, i) =>
+    el("div", { class: "field check" }, el("input", { type: "checkbox", id: `preset-${i}`, name: "preset", value: name,
+      checked: !d.hidden_presets.includes(name) }), el("label", { for: `preset-${i}` }, name))));
+  const open = el("div", { class: "field check" }, el("input", { type: "checkbox", id: "defaults-open-sign-on",
+    name: "open", checked: d.open_sign_on }), el("label", { for: "defaults-open-sign-on" }, T.open_sign_on));
+  content.append(form("set-defaults", T.defaults, [prompt, presets, open], T.save, async (data) => {
+    const shown = data.getAll("preset");
+    await change("defaults", { system_prompt: data.get("defaults-prompt") || null,
+      hidden_presets: state.presets.filter((name) => !shown.includes(name)), open_sign_on: data.get("open") === "on" }, T.defaults);
+    return false; // the form shows what is saved, read again
+  }));
+}
+
+function drawShares() {
+  const content = section("shares");
+  if (!state.shares.length) {
+    content.append(el("p", {}, T.no_shares));
+    return;
+  }
+  content.append(el("table", { id: "shares-table" }, el("caption", {}, T.shares),
+    el("thead", {}, el("tr", {}, [T.chat, T.owner, T.since, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, state.shares.map((s) => el("tr", { "data-chat": s.id },
+      el("th", { scope: "row" }, el("a", { href: `/share/${s.id}` }, s.name || s.id)),
+      el("td", {}, s.owner), el("td", {}, s.since ? new Date(s.since).toLocaleString(document.documentElement.lang) : ""),
+      el("td", {}, el("button", { type: "button", "aria-label": say("action_of", { action: T.unshare, name: s.name || s.id }),
+        onclick: () => change("shares/unshare", { thread_id: s.id }, say("action_of", { action: T.unshare, name: s.name || s.id })) },
+      T.unshare)))))));
+}
+
+function drawHealth() {
+  const content = section("health");
+  const h = state.health;
+  const vllm = [h.vllm.serving ? T.serving : T.not_serving, h.vllm.model, h.vllm.engine,
+    h.vllm.window ? `${h.vllm.window} tokens` : "", h.vllm.url, h.vllm.problem].filter(Boolean).join(" · ");
+  const replicas = h.replicas.map((r) => `${r.host} (pid ${r.pid}${r.this ? `, ${T.this_server}` : ""}): ${r.recent ? T.recent : T.gone}, ${when(r.seen_at)}`);
+  content.append(el("dl", {},
+    el("dt", {}, T.vllm), el("dd", { id: "health-vllm" }, vllm),
+    el("dt", {}, T.database), el("dd", { id: "health-database" }, `${h.database.kind}: ${h.database.reachable ? T.reachable : T.unreachable}`),
+    el("dt", {}, T.replicas), el("dd", { id: "health-replicas" }, el("ul", {}, replicas.map((r) => el("li", {}, r))))));
+}
+
+function drawChanges() {
+  const content = section("changes");
+  content.append(el("table", { id: "changes-table" }, el("caption", {}, T.changes),
+    el("thead", {}, el("tr", {}, [T.when, T.by, T.what].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, state.changes.map((c) => el("tr", {}, el("td", {}, when(c.at)), el("td", {}, c.admin),
+      el("td", {}, `${c.action} ${c.target} ${c.detail}`.trim()))))));
+}
+
+async function load() {
+  const response = await fetch(`${API}/state`);
+  if (!response.ok) {
+    status(response.status === 401 ? T.login : T.forbidden, true);
+    return;
+  }
+  state = await response.json();
+  drawUsers();
+  drawLimits();
+  drawUsage();
+  drawDefaults();
+  drawShares();
+  drawHealth();
+  drawChanges();
+  fillUserPickers();
+  if (document.getElementById("status").textContent === T.loading) status("");
+}
+
+load();
