@@ -7,9 +7,7 @@ pinned one `make test-deps` installs into tools/lighthouse (npm ci).
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 from functools import reduce
 from pathlib import Path
@@ -35,11 +33,10 @@ from tests.support.browser import (
     wait_for_request,
 )
 from tests.support.history import run_users
-from tests.support.servers import LOGS, ROOT, ChatApp, free_port, running
+from tests.support.lighthouse import LIGHTHOUSE_DIR, audit, failing
+from tests.support.servers import ROOT, ChatApp, free_port, running
 
 PUBLIC = ROOT / "public"
-LIGHTHOUSE_DIR = ROOT / "tools" / "lighthouse" / "node_modules"
-LIGHTHOUSE = LIGHTHOUSE_DIR / ".bin" / "lighthouse"
 AXE = LIGHTHOUSE_DIR / "axe-core" / "axe.min.js"  # the axe-core Lighthouse runs, pinned by the same lock file
 # axe's rules about names: every control, image and dialog says what it is, to a screen reader too.
 NAME_RULES = [
@@ -261,8 +258,6 @@ def test_chromium_finds_the_chat_installable_with_its_manifest_open_to_anyone(
 @pytest.fixture(scope="module")
 def lighthouse(playwright: Playwright, chat_app: ChatApp, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Lighthouse's report (accessibility, best practices) on a past chat with answers and versions."""
-    if not LIGHTHOUSE.exists():
-        pytest.fail("Lighthouse is missing: `make install-lighthouse` (part of `make test`) installs it")
     # Lighthouse audits in this Chromium, through its debugging port: logged in as the page logged in, so the
     # chat's own address opens the chat (a fresh profile would land on a new chat after logging in).
     port = free_port()
@@ -277,35 +272,9 @@ def lighthouse(playwright: Playwright, chat_app: ChatApp, tmp_path_factory: pyte
         listed = page.context.request.post(chat_app.url + "/project/threads", data=newest)
         url = f"{chat_app.url}/thread/{listed.json()['data'][0]['id']}"
         page.close()
-        report = LOGS / "lighthouse.json"
-        LOGS.mkdir(parents=True, exist_ok=True)
-        command = [str(LIGHTHOUSE), url, f"--port={port}", "--only-categories=accessibility,best-practices"]
-        run = subprocess.run(
-            [*command, "--output=json", f"--output-path={report}", "--quiet"],
-            env={**os.environ, "CHROME_PATH": CHROMIUM},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        return audit(url, port, "lighthouse")
     finally:
         context.close()
-    assert run.returncode == 0, f"Lighthouse failed: {run.stderr[-2000:]}"
-    result: dict[str, Any] = json.loads(report.read_text())
-    assert result["finalDisplayedUrl"] == url, "Lighthouse audited another page than the chat"
-    return result
-
-
-def failing(report: dict[str, Any], category: str) -> list[str]:
-    """A category's audits that count and did not pass, with the elements they name."""
-    lines = []
-    for ref in report["categories"][category]["auditRefs"]:
-        audit = report["audits"][ref["id"]]
-        if ref["weight"] and audit["score"] is not None and audit["score"] < 1:
-            items = (audit.get("details") or {}).get("items", [])
-            nodes = [item.get("node", {}).get("selector", "") for item in items]
-            lines.append(f"{ref['id']} ({audit['title']}): {nodes}")
-    return lines
 
 
 def test_lighthouse_scores_the_chat_accessible(lighthouse):

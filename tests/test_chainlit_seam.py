@@ -264,3 +264,16 @@ def test_chainlit_offers_an_oauth_provider_once_its_variables_are_set(monkeypatc
     for name in generic:
         monkeypatch.setenv(f"OAUTH_GENERIC_{name}", "x")
     assert "generic" in get_configured_oauth_providers() and seam.oauth_configured()
+
+
+def test_an_ended_logins_cookie_is_dropped_in_every_part():
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    cookies = "access_token_0=a; access_token_1=b; other=c"
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", cookies.encode())]})
+    response = Response()
+    seam.clear_login(request, response)
+    dropped = [v for k, v in response.raw_headers if k == b"set-cookie"]
+    assert sorted(v.split(b"=")[0] for v in dropped) == [b"access_token_0", b"access_token_1"]
+    assert all(b"Max-Age=0" in v or b"expires=" in v.lower() for v in dropped)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import typing
@@ -91,7 +92,10 @@ class Admin:
         """Everything the page shows."""
         return {
             "me": me,
-            "users": [asdict(member) for member in await self.team.members()],
+            "users": [
+                asdict(member) | {"admin": member.admin or self.gate.runs_the_place(member.name)}
+                for member in await self.team.members()
+            ],
             "limits": {
                 "answers_at_once": self.quotas.answers_at_once,
                 "messages_per_minute": self.quotas.messages_per_minute,
@@ -111,11 +115,9 @@ class Admin:
     async def health(self) -> dict[str, Any]:
         """vLLM's model and engine, the database, the replicas seen."""
         vllm: dict[str, Any] = {"url": self.backend.server, "serving": await self.backend.serving()}
-        try:
+        with contextlib.suppress(ChatError):  # not serving: said above
             model = await self.backend.model()
             vllm |= {"model": model.name, "engine": model.engine, "window": model.max_model_len}
-        except ChatError as error:
-            vllm["problem"] = str(error)
         database = await self.store.reachable()
         replicas = await self.replicas.seen() if database else []
         kind = self.store.engine.dialect.name

@@ -26,6 +26,7 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   `chat_settings`, `has_first_interaction`, `to_clear`, `current_task`, `delete()`, and `ws_sessions_id`
   (the live ones): a tab's session; sessions whose login ended are disconnected.
 - `chainlit.auth.cookie.get_token_from_cookies`: the login token, which Chainlit may split over cookies;
+  `clear_auth_cookie`: every part of it dropped when its login has ended;
   the app checks it against logouts and password changes before Chainlit sees the request.
 - `chainlit.auth.get_current_user` and `reuseable_oauth` (the dependency behind Chainlit's `current_user`):
   with SHARE_LINKS=anyone, the shared-chat route (`GET /project/share/{thread_id}`) answers callers without
@@ -74,7 +75,7 @@ import chainlit as cl
 import chainlit.config as chainlit_config
 import chainlit.server as chainlit_server
 from chainlit.auth import get_current_user, reuseable_oauth
-from chainlit.auth.cookie import get_token_from_cookies
+from chainlit.auth.cookie import clear_auth_cookie, get_token_from_cookies
 from chainlit.chat_context import chat_context
 from chainlit.config import SpontaneousFileUploadFeature, config
 from chainlit.context import ChainlitContextException, init_ws_context
@@ -287,6 +288,11 @@ def asgi_app() -> Any:
 def set_login_secret(secret: str) -> None:
     """The key Chainlit signs and checks login tokens with (it reads it from its environment variable)."""
     os.environ["CHAINLIT_AUTH_SECRET"] = secret
+
+
+def clear_login(request: Request, response: Response) -> None:
+    """Have the browser drop its login cookie (all its parts), as Chainlit's logout does."""
+    clear_auth_cookie(request, response)
 
 
 def login_token(cookies: dict[str, str]) -> str | None:

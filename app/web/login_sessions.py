@@ -21,7 +21,7 @@ import jwt
 from fastapi import HTTPException
 from starlette.datastructures import Headers
 from starlette.requests import Request, cookie_parser
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import metrics
@@ -143,13 +143,21 @@ class Sessions:
 
 
 async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
-    """401 for a request, a closed handshake for a websocket."""
+    """A closed handshake for a websocket; for a request, the ended login's cookie cleared, and a page loaded
+    again (it then asks to log in), anything else answered 401."""
     if scope["type"] == "websocket":
         await receive()  # websocket.connect
         await send({"type": "websocket.close", "code": 4401})
         return
-    body = json.dumps({"detail": "This login has ended (logged out, or the password changed): log in again"})
-    await Response(body, status_code=401, media_type="application/json")(scope, receive, send)
+    request = Request(scope)
+    response: Response
+    if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+        response = RedirectResponse(request.url.path + (f"?{request.url.query}" if request.url.query else ""), 303)
+    else:
+        body = json.dumps({"detail": "This login has ended (logged out, or the password changed): log in again"})
+        response = Response(body, status_code=401, media_type="application/json")
+    seam.clear_login(request, response)
+    await response(scope, receive, send)
 
 
 async def logout_ends_session(sessions: Sessions, params: dict[str, Any], endpoint: seam.Handler) -> Any:

@@ -19,7 +19,7 @@ function el(tag, attributes = {}, ...children) {
     if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) node.append(child instanceof Node ? child : String(child));
+  for (const child of children.flat(Infinity)) node.append(child instanceof Node ? child : String(child));
   return node;
 }
 
@@ -102,6 +102,26 @@ function limitsText(limits) {
 
 function drawUsers() {
   const content = section("users");
+  const rows = state.users.map((u) => {
+    const act = (action, path, body) => el("button", { type: "button", "aria-label": say("action_of", { action, name: u.name }),
+      onclick: () => change(path, { name: u.name, ...body }, say("action_of", { action, name: u.name })) }, action);
+    const remove = el("button", { type: "button", class: "danger", "aria-label": say("action_of", { action: T.remove, name: u.name }),
+      onclick: () => confirm(say("confirm_remove", { name: u.name }))
+        && change("users/remove", { name: u.name }, say("action_of", { action: T.remove, name: u.name })) }, T.remove);
+    return el("tr", { "data-user": u.name },
+      el("th", { scope: "row" }, u.name),
+      el("td", {}, u.email || ""),
+      el("td", {}, u.admin ? T.admin : ""),
+      el("td", {}, u.password ? T.password : u.name === "local" ? T.local : T.sign_on),
+      el("td", {}, when(u.last_login_at)),
+      el("td", {}, limitsText(u.limits)),
+      el("td", { class: "actions" },
+        u.admin ? act(T.unmake_admin, "users/admin", { admin: false }) : act(T.make_admin, "users/admin", { admin: true }),
+        act(T.end_sessions, "users/end-sessions", {}), remove));
+  });
+  content.append(el("table", { id: "users-table" }, el("caption", {}, T.users),
+    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, rows)));
   content.append(form("add-user", T.add_user, [
     field("add-user-name", T.name, { required: true, maxlength: 255, autocomplete: "off" }),
     field("add-user-email", T.email, { type: "email", maxlength: 255, autocomplete: "off" }, T.email_hint),
@@ -113,25 +133,6 @@ function drawUsers() {
     name: data.get("add-user-name"), password: data.get("add-user-password"),
     email: data.get("add-user-email") || null, admin: data.get("add-user-admin") === "on",
   }, `${T.add_user}: ${data.get("add-user-name")}`)));
-  const rows = state.users.map((u) => {
-    const act = (action, path, body) => el("button", { type: "button", "aria-label": say("action_of", { action, name: u.name }),
-      onclick: () => change(path, { name: u.name, ...body }, say("action_of", { action, name: u.name })) }, action);
-    const remove = el("button", { type: "button", class: "danger", "aria-label": say("action_of", { action: T.remove, name: u.name }),
-      onclick: () => confirm(say("confirm_remove", { name: u.name }))
-        && change("users/remove", { name: u.name }, say("action_of", { action: T.remove, name: u.name })) }, T.remove);
-    return el("tr", { "data-user": u.name },
-      el("th", { scope: "row" }, u.name),
-      el("td", {}, u.email || ""),
-      el("td", {}, u.admin ? T.admin : u.password ? "" : T.sign_on),
-      el("td", {}, when(u.last_login_at)),
-      el("td", {}, limitsText(u.limits)),
-      el("td", { class: "actions" },
-        u.admin ? act(T.unmake_admin, "users/admin", { admin: false }) : act(T.make_admin, "users/admin", { admin: true }),
-        act(T.end_sessions, "users/end-sessions", {}), remove));
-  });
-  content.append(el("table", { id: "users-table" }, el("caption", {}, T.users),
-    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, rows)));
   content.append(form("set-password", T.new_password, [userPicker("set-password-user"),
     field("set-password-password", T.password, { type: "password", required: true, minlength: 8, autocomplete: "new-password" })],
   T.save, (data) => change("users/password", { name: data.get("set-password-user"), password: data.get("set-password-password") },
@@ -182,11 +183,11 @@ function drawUsage() {
     chart.append(el("rect", { x: i * width + 1, y: 100 - height, width: width - 2, height },
       el("title", {}, `${day}: ${tokens}`)));
   });
-  content.append(chart);
   if (!state.usage.length) {
     content.append(el("p", {}, say("no_usage", { days: state.usage_days })));
     return;
   }
+  content.append(chart);
   content.append(el("table", { id: "usage-table" }, el("caption", {}, T.usage),
     el("thead", {}, el("tr", {}, [T.day, T.user, T.answers, T.prompt_tokens, T.completion_tokens].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, state.usage.map((r) => el("tr", {}, el("td", {}, r.day), el("th", { scope: "row" }, r.user),
@@ -232,7 +233,7 @@ function drawHealth() {
   const content = section("health");
   const h = state.health;
   const vllm = [h.vllm.serving ? T.serving : T.not_serving, h.vllm.model, h.vllm.engine,
-    h.vllm.window ? `${h.vllm.window} tokens` : "", h.vllm.url, h.vllm.problem].filter(Boolean).join(" · ");
+    h.vllm.window ? say("window", { tokens: h.vllm.window }) : "", h.vllm.url].filter(Boolean).join(" · ");
   const replicas = h.replicas.map((r) => `${r.host} (pid ${r.pid}${r.this ? `, ${T.this_server}` : ""}): ${r.recent ? T.recent : T.gone}, ${when(r.seen_at)}`);
   content.append(el("dl", {},
     el("dt", {}, T.vllm), el("dd", { id: "health-vllm" }, vllm),

@@ -43,7 +43,7 @@ def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
 
 
 # The screenshots the README shows (make screenshots copies them into docs/).
-README_SHOTS = ("english", "chinese", "history", "versions", "shared", "presets", "file", "documents")
+README_SHOTS = ("english", "chinese", "history", "versions", "shared", "presets", "file", "documents", "admin")
 
 
 def shoot(page: Page, name: str) -> None:
