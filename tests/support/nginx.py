@@ -26,7 +26,10 @@ from tests.support.servers import (
     unregister,
 )
 
-NGINX_CONF = """\
+NGINX = Path("/usr/sbin/nginx")
+
+# The top of every throwaway nginx's configuration: one worker, the pid file and logs of its own.
+NGINX_MAIN = """\
 worker_processes 1;
 {user}
 pid {folder}/nginx.pid;
@@ -35,17 +38,26 @@ error_log {error_log} notice;
 events {{
     worker_connections 1024;
 }}
+"""
 
-http {{
-    log_format balancer '$remote_addr "$request" $status -> $upstream_addr ($upstream_status) $request_time s';
-    access_log {access_log} balancer;
+# Inside `http`: Debian's compiled-in temporary folders are root's, under /var/lib/nginx.
+TEMP_PATHS = """\
     # Debian's compiled-in temporary folders are root's, under /var/lib/nginx.
     client_body_temp_path {folder}/client_body;
     proxy_temp_path {folder}/proxy;
     fastcgi_temp_path {folder}/fastcgi;
     uwsgi_temp_path {folder}/uwsgi;
     scgi_temp_path {folder}/scgi;
+"""
 
+NGINX_CONF = (
+    NGINX_MAIN
+    + """\
+
+http {{
+    log_format balancer '$remote_addr "$request" $status -> $upstream_addr ($upstream_status) $request_time s';
+    access_log {access_log} balancer;
+{temp_paths}
     # Chainlit's session cookie; nginx variable names stop at '-', so $cookie_X-Chainlit-Session-id would
     # read as $cookie_X followed by text: the cookie is taken from the Cookie header instead.
     map $http_cookie $sticky_key {{
@@ -91,6 +103,54 @@ http {{
     }}
 }}
 """
+)
+
+
+def user_line() -> str:
+    """nginx's `user` line: empty unless we are root, whose nginx would run its workers as a missing group."""
+    if os.geteuid() != 0:
+        return ""
+    # Root's nginx drops its workers to `nobody` with a group named `nobody`, which Debian lacks.
+    nobody = pwd.getpwnam("nobody")
+    return f"user nobody {grp.getgrgid(nobody.pw_gid).gr_name};"
+
+
+def nginx_folder(name: str) -> Path:
+    """A fresh folder for an nginx's configuration, pid file and temporary files."""
+    if not NGINX.exists():
+        raise FileNotFoundError(f"no {NGINX}: {INSTALL_HINT}")
+    folder = Path(tempfile.mkdtemp(prefix=f"nginx-{name}-"))
+    folder.chmod(0o755)  # root's workers (nobody) use the temporary folders inside
+    return folder
+
+
+def launch_nginx(
+    running: Process, folder: Path, config: str, log_path: Path, error_log_path: Path
+) -> subprocess.Popen[bytes]:
+    """Write folder/nginx.conf and start nginx in the foreground (a restart appends to its log)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    conf = folder / "nginx.conf"
+    conf.write_text(config)
+    # -e: nginx opens its compiled-in /var/log/nginx/error.log before it reads the configuration.
+    argv = [str(NGINX), "-p", str(folder), "-c", str(conf), "-e", str(error_log_path)]
+    restart = running.starts > 0
+    return running.begin([*argv, "-g", "daemon off;"], hermetic_environment(), log_path, restart, None)
+
+
+def wait_nginx(process: subprocess.Popen[bytes], port: int, path: str, timeout: float, error_log_path: Path) -> None:
+    """Poll a location nginx answers itself with 204, so no upstream is touched (a failure would mark it down)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"nginx exited with {process.returncode}; see {error_log_path}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as reply:
+                if reply.status == 204:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"nginx on port {port} did not answer within {timeout} s")
 
 
 @dataclass
@@ -126,20 +186,16 @@ class NginxBalancer:
 
     def config(self, folder: Path) -> str:
         """nginx.conf for these replicas."""
-        user = ""
-        if os.geteuid() == 0:
-            # Root's nginx drops its workers to `nobody` with a group named `nobody`, which Debian lacks.
-            nobody = pwd.getpwnam("nobody")
-            user = f"user nobody {grp.getgrgid(nobody.pw_gid).gr_name};"
         # A replica that refused a connection is skipped for a while, so new requests go straight to the others.
         servers = "\n".join(
             f"        server 127.0.0.1:{port} max_fails=1 fail_timeout={self.fail_timeout}s;" for port in self.backends
         )
         return NGINX_CONF.format(
-            user=user,
+            user=user_line(),
             folder=folder,
             error_log=self.error_log_path,
             access_log=self.access_log_path,
+            temp_paths=TEMP_PATHS.format(folder=folder),
             servers=servers,
             port=self.port,
         )
@@ -148,18 +204,9 @@ class NginxBalancer:
         """Write the configuration, start nginx and wait until it answers."""
         register(self)
         try:
-            if not Path("/usr/sbin/nginx").exists():
-                raise FileNotFoundError(f"no /usr/sbin/nginx: {INSTALL_HINT}")
             if self.folder is None:
-                self.folder = Path(tempfile.mkdtemp(prefix=f"nginx-{self.name}-"))
-                self.folder.chmod(0o755)  # root's workers (nobody) use the temporary folders inside
-            LOGS.mkdir(parents=True, exist_ok=True)
-            conf = self.folder / "nginx.conf"
-            conf.write_text(self.config(self.folder))
-            # -e: nginx opens its compiled-in /var/log/nginx/error.log before it reads the configuration.
-            argv = ["/usr/sbin/nginx", "-p", str(self.folder), "-c", str(conf), "-e", str(self.error_log_path)]
-            restart = self.running.starts > 0
-            self.running.begin([*argv, "-g", "daemon off;"], hermetic_environment(), self.log_path, restart, None)
+                self.folder = nginx_folder(self.name)
+            launch_nginx(self.running, self.folder, self.config(self.folder), self.log_path, self.error_log_path)
             self.wait_ready(START_TIMEOUT or timeout)
         except BaseException:  # a start that fails or is interrupted leaves nothing running, and no folder
             self.stop()
@@ -168,18 +215,7 @@ class NginxBalancer:
     def wait_ready(self, timeout: float) -> None:
         """Poll nginx's own readiness location, which touches no replica (a failure would mark it down)."""
         assert self.process is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"nginx exited with {self.process.returncode}; see {self.error_log_path}")
-            try:
-                with urllib.request.urlopen(self.url + "/.balancer-ready", timeout=2) as reply:
-                    if reply.status == 204:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"nginx on port {self.port} did not answer within {timeout} s")
+        wait_nginx(self.process, self.port, "/.balancer-ready", timeout, self.error_log_path)
 
     def stop(self) -> None:
         """Stop nginx (SIGTERM: fast shutdown) and remove its folder."""

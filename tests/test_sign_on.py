@@ -1,0 +1,185 @@
+"""Single sign-on against real servers: Debian's nginx with auth_request in front of the app (the header it sets
+believed from it alone), and a real OpenID Connect provider (oidc-provider) signing people in through Chromium."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+from playwright.sync_api import Browser, expect
+from starlette.types import Message, Scope
+
+from app.web.proxies import ProxyGate, client_behind
+from tests.support.auth_proxy import AuthProxy
+from tests.support.browser import ANSWERS, open_chat
+from tests.support.chat_client import ChatClient
+from tests.support.history import run_users
+from tests.support.oidc import OidcProvider, chainlit_callback
+from tests.support.servers import ChatApp, VllmServer, running
+
+PROXY = "127.0.0.2"
+PROXY_USERS = {"alice": "alice@example.com", "bob": "bob@example.org", "carol": "carol@example.net"}
+OIDC_USERS: dict[str, dict[str, Any]] = {
+    "alice": {"email": "alice@example.com", "email_verified": True, "name": "Alice", "groups": ["chat-admins"]},
+    "bob": {"email": "bob@example.org", "email_verified": True, "name": "Bob", "groups": ["staff"]},
+}
+
+
+# ---- the gate in front of the app (no server) ----------------------------------------------------------------
+def test_the_client_behind_trusted_proxies_is_the_nearest_hop_that_is_not_one():
+    proxies = (ipaddress.ip_network("10.0.0.0/8"),)
+    assert client_behind("203.0.113.9, 10.1.1.1", proxies) == "203.0.113.9"
+    assert client_behind("198.51.100.1, 203.0.113.9, 10.1.1.1", proxies) == "203.0.113.9"  # the first is spoofable
+    assert client_behind("10.2.2.2", proxies) == "10.2.2.2" and client_behind("", proxies) is None
+
+
+async def gate(peer: str, headers: dict[str, str]) -> tuple[int, Scope | None]:
+    """A request through the ProxyGate: its status, and the scope the app saw (None: refused)."""
+    seen: list[Scope] = []
+
+    async def app(scope: Scope, _receive: Any, send: Any) -> None:
+        seen.append(scope)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    networks = (ipaddress.ip_network(PROXY),)
+    raw = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": raw, "client": (peer, 5000)}
+    await ProxyGate(app, networks, ("X-Forwarded-User", "X-Forwarded-Email"))(scope, receive, send)
+    return sent[0]["status"], seen[0] if seen else None
+
+
+async def test_a_sign_on_header_passes_from_the_proxy_only_and_the_client_is_read_behind_it():
+    status, scope = await gate(PROXY, {"X-Forwarded-User": "alice", "X-Forwarded-For": "192.0.2.7"})
+    assert status == 200 and scope is not None and scope["client"][0] == "192.0.2.7"
+    for peer in ("127.0.0.1", "192.0.2.7"):
+        assert await gate(peer, {"x-forwarded-user": "alice"}) == (403, None)
+        assert await gate(peer, {"X-Forwarded-Email": "alice@example.com", "X-Forwarded-For": PROXY}) == (403, None)
+    status, scope = await gate("127.0.0.1", {"X-Forwarded-For": PROXY})  # no header: passes, address its own
+    assert status == 200 and scope is not None and scope["client"][0] == "127.0.0.1"
+
+
+# ---- nginx with auth_request in front of the app ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def proxied(vllm: VllmServer) -> Iterator[tuple[ChatApp, AuthProxy]]:
+    """The app behind the sign-in proxy: alice is a user (a password too), robert is bob by his e-mail."""
+    app = ChatApp(vllm)
+    proxy = AuthProxy(app.url, PROXY_USERS)
+    app.extra_env = {"TRUSTED_PROXIES": PROXY, "ALLOWED_ORIGINS": proxy.url}
+    assert run_users(app, "add", "root", "--admin", password="root-password").returncode == 0
+    assert run_users(app, "add", "alice", password="alice-password").returncode == 0
+    assert run_users(app, "add", "robert", password="robert-password").returncode == 0
+    with running(app, proxy):
+        yield app, proxy
+
+
+async def header_login(url: str, headers: dict[str, str]) -> tuple[int, str]:
+    """POST /auth/header as the page does: status, and the user it logged in ("" if none)."""
+    async with aiohttp.ClientSession(headers=headers, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        async with http.post(url + "/auth/header") as reply:
+            status = reply.status
+        async with http.get(url + "/user") as reply:
+            user = (await reply.json()).get("identifier", "") if reply.status == 200 else ""
+    return status, user
+
+
+async def test_a_header_sent_straight_to_the_app_is_refused_whatever_it_claims(proxied):
+    app, _ = proxied
+    for headers in (
+        {"X-Forwarded-User": "alice"},
+        {"X-Forwarded-Email": "alice@example.com"},
+        {"X-Forwarded-User": "alice", "X-Forwarded-For": PROXY},  # uvicorn would have believed this one
+        {"x-forwarded-user": "root", "X-Real-IP": PROXY},
+    ):
+        assert await header_login(app.url, headers) == (403, ""), headers
+    async with aiohttp.ClientSession(headers={"X-Forwarded-User": "alice"}) as http:
+        form = {"username": "alice", "password": "alice-password"}
+        async with http.post(app.url + "/login", data=form) as reply:  # any route, a right password too
+            assert reply.status == 403
+    assert "Refused a request from 127.0.0.1 carrying ['x-forwarded-user']" in app.log_path.read_text()
+
+
+async def test_the_proxy_signs_people_in_by_name_or_linked_e_mail_and_nobody_else(proxied):
+    app, proxy = proxied
+    root = ChatClient(app.url, credentials=("root", "root-password"))  # a script: no Origin
+    await root.log_in()
+    assert (await root.rest("POST", "/admin/api/users/email", {"name": "robert", "email": "bob@example.org"}))[0] == 200
+    for name, expected in (("alice", "alice"), ("bob", "robert"), ("carol", "")):
+        cookie = {"Cookie": f"sso_user={name}"}
+        status, user = await header_login(proxy.url, cookie)
+        assert (status, user) == ((200, expected) if expected else (401, "")), name
+    assert "Refused the sign-on of carol (proxy): not a user here" in app.log_path.read_text()
+    defaults: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": True}
+    assert (await root.rest("POST", "/admin/api/defaults", defaults))[0] == 200
+    assert await header_login(proxy.url, {"Cookie": "sso_user=carol"}) == (200, "carol")  # sign-on open: added
+    users = {user["name"]: user for user in (await root.rest("GET", "/admin/api/state"))[1]["users"]}
+    assert users["carol"]["email"] == "carol@example.net" and not users["carol"]["password"]
+
+
+def test_a_browser_behind_the_proxy_is_signed_in_without_a_password(browser: Browser, proxied):
+    _, proxy = proxied
+    page = open_chat(browser, proxy.url)
+    expect(page).to_have_url(proxy.login_url)  # nginx's auth_request sent it to the login service
+    page.get_by_role("link", name="alice").click()
+    expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+    me = page.context.request.get(proxy.url + "/user")
+    assert me.ok and me.json()["identifier"] == "alice"
+    page.context.close()
+
+
+# ---- OpenID Connect ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def openid(vllm: VllmServer) -> Iterator[tuple[ChatApp, OidcProvider]]:
+    """The app with an OpenID Connect provider: members of chat-admins are admins; sign-on is closed."""
+    app = ChatApp(vllm)
+    provider = OidcProvider(OIDC_USERS, redirect_uri=chainlit_callback(app.url))
+    with running(provider):
+        app.extra_env = {**provider.chainlit_env(), "SIGN_ON_ADMIN_GROUP": "chat-admins"}
+        with running(app):
+            yield app, provider
+
+
+def sign_in_with_the_provider(browser: Browser, app: ChatApp, account: str) -> Any:
+    """A fresh browser through the app's login page, the provider's login and consent pages, back to the app."""
+    page = open_chat(browser, app.url)
+    page.get_by_role("button", name="generic").click()
+    page.fill("input[name=login]", account)
+    page.fill("input[name=password]", secrets.token_hex(4))  # the dev pages check none
+    page.click("button[type=submit]")
+    page.get_by_role("button", name="Continue").click()
+    return page
+
+
+def test_openid_connect_signs_in_maps_the_admin_group_and_signs_out(browser: Browser, openid):
+    app, _ = openid
+    page = sign_in_with_the_provider(browser, app, "alice")
+    expect(page.locator(ANSWERS).first).to_contain_text("admin page", timeout=30_000)  # an admin by her group
+    me = page.context.request.get(app.url + "/user").json()
+    assert me["identifier"] == "alice@example.com"
+    assert page.context.request.get(app.url + "/admin/api/state").ok
+    page.locator("#user-nav-button").click()
+    page.get_by_role("menuitem", name="Logout").click()
+    expect(page.get_by_role("button", name="generic")).to_be_visible()
+    assert page.context.request.get(app.url + "/admin/api/state").status == 401
+    page.context.close()
+
+
+def test_openid_connect_refuses_someone_not_added_while_sign_on_is_closed(browser: Browser, openid):
+    app, _ = openid
+    page = sign_in_with_the_provider(browser, app, "bob")
+    expect(page.get_by_role("button", name="generic")).to_be_visible(timeout=30_000)  # back at the login page
+    assert page.context.request.get(app.url + "/user").status == 401
+    assert "Refused the sign-on of bob@example.org (generic)" in app.log_path.read_text()
+    page.context.close()
