@@ -86,6 +86,7 @@ def test_a_listening_address_of_its_own_is_an_allowed_origin(environment):
         ("TEMPERATURE", "hot", "TEMPERATURE=hot: Input should be a valid number"),
         ("ALLOWED_ORIGINS", "chat.example.com/path", "ALLOWED_ORIGINS=chat.example.com/path: Value error, "),
         ("UPLOAD_TYPES", ".txt,pdf", "UPLOAD_TYPES=.txt,pdf: Value error, 'pdf' is not a file name ending like .txt"),
+        ("TRUSTED_PROXIES", "10.0.0.5,proxy.lan", "TRUSTED_PROXIES=10.0.0.5,proxy.lan: Value error, 'proxy.lan'"),
     ],
 )
 def test_a_bad_value_is_named_in_one_line(environment, variable, value, message):
@@ -138,6 +139,13 @@ def test_bad_values_stop_the_programs_with_one_line_each():
                 else "Input should be less than or equal to 19"
             )
         ]
+
+
+def test_trusted_proxies_are_addresses_and_networks(environment):
+    environment(TRUSTED_PROXIES=" 127.0.0.2, 10.0.0.0/8 ,::1")
+    assert [str(network) for network in Settings().proxy_networks] == ["127.0.0.2/32", "10.0.0.0/8", "::1/128"]
+    environment(TRUSTED_PROXIES="")
+    assert Settings().proxy_networks == ()
 
 
 def test_serve_settings(environment):
