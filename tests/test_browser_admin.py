@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, expect
+from playwright.sync_api import Browser, Dialog, Page, Playwright, expect
 
 from app.admin.strings import TEXT
 from app.errors import Problem
 from app.i18n import text
-from tests.support.browser import ANSWERS, ARGS, CHROMIUM, logged_in, open_chat, send, shoot, wait_answer_done
+from tests.support.browser import ANSWERS, logged_in, open_chat, send, shoot, wait_answer_done
 from tests.support.history import run_users
-from tests.support.lighthouse import audit, failing
-from tests.support.servers import ChatApp, VllmServer, free_port
+from tests.support.lighthouse import audit, debugged_chromium, failing
+from tests.support.servers import ChatApp, VllmServer
 
 EN = TEXT["en"]
 
@@ -99,17 +99,31 @@ def test_the_admin_page_speaks_chinese(browser, admin_app):
 
 def test_lighthouse_scores_the_admin_page_accessible(playwright: Playwright, chat_app, tmp_path_factory):
     # The local user (loopback, no users) is an admin: the first visit logs the profile in.
-    port = free_port()
-    profile = tmp_path_factory.mktemp("lighthouse-admin")
-    args = [*ARGS, f"--remote-debugging-port={port}"]
-    context = playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=args)
-    try:
+    with debugged_chromium(playwright, tmp_path_factory.mktemp("lighthouse-admin")) as (context, port):
         page = context.new_page()
         page.goto(chat_app.url)
         expect(page.locator(ANSWERS).first).to_contain_text("admin page", timeout=30_000)
         page.close()
         report = audit(chat_app.url + "/admin", port, "lighthouse-admin")
-    finally:
-        context.close()
     score = report["categories"]["accessibility"]["score"]
     assert score >= 0.98, f"accessibility {score}: " + "; ".join(failing(report, "accessibility"))
+
+
+def test_what_users_typed_is_shown_as_text_never_run(browser, admin_app):
+    admin = admin_page(browser, admin_app)
+    dialogs: list[str] = []
+
+    def seen(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    admin.on("dialog", seen)
+    name = '<img src=x onerror="alert(1)">'
+    admin.fill("#add-user-name", name)
+    admin.fill("#add-user-password", "a-long-password")
+    submit(admin, "add-user")
+    expect(admin.locator("#users-table th", has_text=name)).to_be_visible()
+    admin.reload()
+    expect(admin.locator("#users-table th", has_text=name)).to_be_visible()
+    assert admin.locator("#users-table img").count() == 0 and not dialogs
+    admin.context.close()

@@ -33,8 +33,8 @@ from tests.support.browser import (
     wait_for_request,
 )
 from tests.support.history import run_users
-from tests.support.lighthouse import LIGHTHOUSE_DIR, audit, failing
-from tests.support.servers import ROOT, ChatApp, free_port, running
+from tests.support.lighthouse import LIGHTHOUSE_DIR, audit, debugged_chromium, failing
+from tests.support.servers import ROOT, ChatApp, running
 
 PUBLIC = ROOT / "public"
 AXE = LIGHTHOUSE_DIR / "axe-core" / "axe.min.js"  # the axe-core Lighthouse runs, pinned by the same lock file
@@ -260,11 +260,7 @@ def lighthouse(playwright: Playwright, chat_app: ChatApp, tmp_path_factory: pyte
     """Lighthouse's report (accessibility, best practices) on a past chat with answers and versions."""
     # Lighthouse audits in this Chromium, through its debugging port: logged in as the page logged in, so the
     # chat's own address opens the chat (a fresh profile would land on a new chat after logging in).
-    port = free_port()
-    profile = tmp_path_factory.mktemp("lighthouse-profile")
-    args = [*ARGS, f"--remote-debugging-port={port}"]
-    context = playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=args)
-    try:
+    with debugged_chromium(playwright, tmp_path_factory.mktemp("lighthouse-profile")) as (context, port):
         page = context.new_page()
         page.goto(chat_app.url)
         answered(page, "a chat for Lighthouse", versions=True)
@@ -273,8 +269,6 @@ def lighthouse(playwright: Playwright, chat_app: ChatApp, tmp_path_factory: pyte
         url = f"{chat_app.url}/thread/{listed.json()['data'][0]['id']}"
         page.close()
         return audit(url, port, "lighthouse")
-    finally:
-        context.close()
 
 
 def test_lighthouse_scores_the_chat_accessible(lighthouse):

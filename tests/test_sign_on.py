@@ -22,7 +22,13 @@ from tests.support.oidc import OidcProvider, chainlit_callback
 from tests.support.servers import ChatApp, VllmServer, running
 
 PROXY = "127.0.0.2"
-PROXY_USERS = {"alice": "alice@example.com", "bob": "bob@example.org", "carol": "carol@example.net"}
+PROXY_USERS = {
+    "alice": "alice@example.com",
+    "bob": "bob@example.org",
+    "carol": "carol@example.net",
+    "dave": "dave@example.net",
+}
+PROXY_GROUPS = {"alice": "staff", "dave": "staff,chat-admins"}
 OIDC_USERS: dict[str, dict[str, Any]] = {
     "alice": {"email": "alice@example.com", "email_verified": True, "name": "Alice", "groups": ["chat-admins"]},
     "bob": {"email": "bob@example.org", "email_verified": True, "name": "Bob", "groups": ["staff"]},
@@ -76,8 +82,8 @@ async def test_a_sign_on_header_passes_from_the_proxy_only_and_the_client_is_rea
 def proxied(vllm: VllmServer) -> Iterator[tuple[ChatApp, AuthProxy]]:
     """The app behind the sign-in proxy: alice is a user (a password too), robert is bob by his e-mail."""
     app = ChatApp(vllm)
-    proxy = AuthProxy(app.url, PROXY_USERS)
-    app.extra_env = {"TRUSTED_PROXIES": PROXY, "ALLOWED_ORIGINS": proxy.url}
+    proxy = AuthProxy(app.url, PROXY_USERS, groups=PROXY_GROUPS)
+    app.extra_env = {"TRUSTED_PROXIES": PROXY, "ALLOWED_ORIGINS": proxy.url, "SIGN_ON_ADMIN_GROUP": "chat-admins"}
     assert run_users(app, "add", "root", "--admin", password="root-password").returncode == 0
     assert run_users(app, "add", "alice", password="alice-password").returncode == 0
     assert run_users(app, "add", "robert", password="robert-password").returncode == 0
@@ -121,11 +127,13 @@ async def test_the_proxy_signs_people_in_by_name_or_linked_e_mail_and_nobody_els
         status, user = await header_login(proxy.url, cookie)
         assert (status, user) == ((200, expected) if expected else (401, "")), name
     assert "Refused the sign-on of carol (proxy): not a user here" in app.log_path.read_text()
+    assert await header_login(proxy.url, {"Cookie": "sso_user=dave"}) == (200, "dave")  # the admin group: let in
     defaults: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": True}
     assert (await root.rest("POST", "/admin/api/defaults", defaults))[0] == 200
     assert await header_login(proxy.url, {"Cookie": "sso_user=carol"}) == (200, "carol")  # sign-on open: added
     users = {user["name"]: user for user in (await root.rest("GET", "/admin/api/state"))[1]["users"]}
     assert users["carol"]["email"] == "carol@example.net" and not users["carol"]["password"]
+    assert users["dave"]["admin"] and not users["alice"]["admin"] and not users["carol"]["admin"]
 
 
 def test_a_browser_behind_the_proxy_is_signed_in_without_a_password(browser: Browser, proxied):

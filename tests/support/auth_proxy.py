@@ -13,7 +13,15 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from tests.support.login_service import COOKIE
-from tests.support.nginx import NGINX_MAIN, TEMP_PATHS, launch_nginx, nginx_folder, user_line, wait_nginx
+from tests.support.nginx import (
+    NGINX_MAIN,
+    TEMP_PATHS,
+    NginxLogs,
+    launch_nginx,
+    nginx_folder,
+    user_line,
+    wait_nginx,
+)
 from tests.support.servers import (
     HERE,
     LOGS,
@@ -73,11 +81,13 @@ http {{
             auth_request /_auth;
             auth_request_set $sso_user $upstream_http_x_auth_user;
             auth_request_set $sso_email $upstream_http_x_auth_email;
+            auth_request_set $sso_groups $upstream_http_x_auth_groups;
             error_page 401 = @sign_in;
 
             # A header set here replaces the client's header of that name, so no client can claim a user.
             proxy_set_header {user_header} $sso_user;
             proxy_set_header {email_header} $sso_email;
+            proxy_set_header {groups_header} $sso_groups;
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_set_header X-Forwarded-Proto $scheme;
             # $http_host, not $host: the port stays, so the app's Host and Origin checks see the proxy.
@@ -104,7 +114,7 @@ http {{
 
 
 @dataclass
-class AuthProxy:
+class AuthProxy(NginxLogs):
     """nginx on 127.0.0.1 that signs people in with a tiny login service and passes the user on to the app."""
 
     app_url: str  # the app's address: http://host:port or host:port
@@ -112,6 +122,8 @@ class AuthProxy:
     name: str = "sso"
     user_header: str = "X-Forwarded-User"
     email_header: str = "X-Forwarded-Email"
+    groups_header: str = "X-Forwarded-Groups"
+    groups: dict[str, str] = field(default_factory=dict)  # name -> comma-separated groups, for some users
     bind: str = "127.0.0.2"  # where the app sees the proxy's requests come from: its TRUSTED_PROXIES
     port: int = field(default_factory=free_port)
     login_port: int = field(default_factory=free_port)
@@ -144,18 +156,6 @@ class AuthProxy:
         return netloc
 
     @property
-    def log_path(self) -> Path:
-        return LOGS / f"nginx-{self.name}.log"
-
-    @property
-    def error_log_path(self) -> Path:
-        return LOGS / f"nginx-{self.name}-error.log"
-
-    @property
-    def access_log_path(self) -> Path:
-        return LOGS / f"nginx-{self.name}-access.log"
-
-    @property
     def login_log_path(self) -> Path:
         return LOGS / f"login-{self.name}.log"
 
@@ -165,7 +165,7 @@ class AuthProxy:
 
     def config(self, folder: Path) -> str:
         """nginx.conf for this app and login service."""
-        for header in (self.user_header, self.email_header):
+        for header in (self.user_header, self.email_header, self.groups_header):
             if not HEADER_NAME.fullmatch(header):
                 raise ValueError(f"not a header name: {header!r}")
         return AUTH_PROXY_CONF.format(
@@ -180,6 +180,7 @@ class AuthProxy:
             bind=self.bind,
             user_header=self.user_header,
             email_header=self.email_header,
+            groups_header=self.groups_header,
         )
 
     def start(self, timeout: float = 30) -> None:
@@ -190,7 +191,7 @@ class AuthProxy:
                 self.folder = nginx_folder(self.name)
             config = self.config(self.folder)  # a bad header name fails before anything starts
             argv = [sys.executable, str(HERE / "login_service.py"), str(self.login_port)]
-            env = hermetic_environment(SSO_USERS=json.dumps(self.users))
+            env = hermetic_environment(SSO_USERS=json.dumps(self.users), SSO_GROUPS=json.dumps(self.groups))
             self.login.begin(argv, env, self.login_log_path, self.login.starts > 0, None)
             self.login.wait_ready(f"http://127.0.0.1:{self.login_port}/sso/login", timeout, {})
             process = launch_nginx(self.nginx, self.folder, config, self.log_path, self.error_log_path)

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import BrowserContext, Playwright
 
-from tests.support.browser import CHROMIUM
-from tests.support.servers import LOGS, ROOT
+from tests.support.browser import ARGS, CHROMIUM
+from tests.support.servers import LOGS, ROOT, free_port
 
 LIGHTHOUSE_DIR = ROOT / "tools" / "lighthouse" / "node_modules"
 LIGHTHOUSE = LIGHTHOUSE_DIR / ".bin" / "lighthouse"
+
+
+@contextlib.contextmanager
+def debugged_chromium(playwright: Playwright, profile: Path) -> Iterator[tuple[BrowserContext, int]]:
+    """Chromium with a profile of its own and a debugging port, which Lighthouse drives where a page logged in."""
+    port = free_port()
+    args = [*ARGS, f"--remote-debugging-port={port}"]
+    context = playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=args)
+    try:
+        yield context, port
+    finally:
+        context.close()
 
 
 def audit(url: str, port: int, name: str) -> dict[str, Any]:

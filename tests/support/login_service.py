@@ -1,6 +1,7 @@
 """A tiny single sign-on service for tests, as nginx's auth_request sees oauth2-proxy or Authelia (stdlib only).
 
-Run as `python login_service.py PORT`; the users are SSO_USERS, a JSON object of name -> email.
+Run as `python login_service.py PORT`; the users are SSO_USERS, a JSON object of name -> email (SSO_GROUPS:
+name -> comma-separated groups).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 COOKIE = "sso_user"
 USERS: dict[str, str] = json.loads(os.environ.get("SSO_USERS") or "{}")
+# Groups of some users (name -> comma-separated groups), as oauth2-proxy's X-Auth-Request-Groups gives them.
+GROUPS: dict[str, str] = json.loads(os.environ.get("SSO_GROUPS") or "{}")
 
 
 def signed_in(cookie_header: str) -> str | None:
@@ -77,7 +80,8 @@ class Handler(BaseHTTPRequestHandler):
         if user is None:
             self.answer(401, b"")
         else:
-            self.answer(200, b"", {"X-Auth-User": user, "X-Auth-Email": USERS[user]})
+            groups = {"X-Auth-Groups": GROUPS[user]} if user in GROUPS else {}
+            self.answer(200, b"", {"X-Auth-User": user, "X-Auth-Email": USERS[user], **groups})
 
     def answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         """Send a complete response."""

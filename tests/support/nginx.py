@@ -153,20 +153,10 @@ def wait_nginx(process: subprocess.Popen[bytes], port: int, path: str, timeout: 
     raise TimeoutError(f"nginx on port {port} did not answer within {timeout} s")
 
 
-@dataclass
-class NginxBalancer:
-    """Debian's nginx on 127.0.0.1, in the foreground, spreading sessions over replicas on 127.0.0.1."""
+class NginxLogs:
+    """Where one of the tests' nginx servers logs: its output, its errors, its requests, named after it."""
 
-    backends: list[int]  # the replicas' ports
-    name: str = "balancer"
-    fail_timeout: int = 10  # seconds a replica that refused a connection gets no new requests
-    port: int = field(default_factory=free_port)
-    folder: Path | None = None  # configuration, pid file and nginx's temporary files
-    running: Process = field(default_factory=Process)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    name: str
 
     @property
     def log_path(self) -> Path:
@@ -179,6 +169,22 @@ class NginxBalancer:
     @property
     def access_log_path(self) -> Path:
         return LOGS / f"nginx-{self.name}-access.log"
+
+
+@dataclass
+class NginxBalancer(NginxLogs):
+    """Debian's nginx on 127.0.0.1, in the foreground, spreading sessions over replicas on 127.0.0.1."""
+
+    backends: list[int]  # the replicas' ports
+    name: str = "balancer"
+    fail_timeout: int = 10  # seconds a replica that refused a connection gets no new requests
+    port: int = field(default_factory=free_port)
+    folder: Path | None = None  # configuration, pid file and nginx's temporary files
+    running: Process = field(default_factory=Process)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
