@@ -15,11 +15,9 @@ from urllib.parse import quote, urlsplit
 from tests.support.login_service import COOKIE
 from tests.support.nginx import (
     NGINX_MAIN,
-    TEMP_PATHS,
     NginxLogs,
     launch_nginx,
     nginx_folder,
-    user_line,
     wait_nginx,
 )
 from tests.support.servers import (
@@ -169,11 +167,7 @@ class AuthProxy(NginxLogs):
             if not HEADER_NAME.fullmatch(header):
                 raise ValueError(f"not a header name: {header!r}")
         return AUTH_PROXY_CONF.format(
-            user=user_line(),
-            folder=folder,
-            error_log=self.error_log_path,
-            access_log=self.access_log_path,
-            temp_paths=TEMP_PATHS.format(folder=folder),
+            **self.placed(folder),
             port=self.port,
             login=f"127.0.0.1:{self.login_port}",
             app=self.upstream,

@@ -170,6 +170,16 @@ class NginxLogs:
     def access_log_path(self) -> Path:
         return LOGS / f"nginx-{self.name}-access.log"
 
+    def placed(self, folder: Path) -> dict[str, object]:
+        """What every configuration of the tests' nginx fills in: the user, its folder, logs and temporary paths."""
+        return {
+            "user": user_line(),
+            "folder": folder,
+            "error_log": self.error_log_path,
+            "access_log": self.access_log_path,
+            "temp_paths": TEMP_PATHS.format(folder=folder),
+        }
+
 
 @dataclass
 class NginxBalancer(NginxLogs):
@@ -196,15 +206,7 @@ class NginxBalancer(NginxLogs):
         servers = "\n".join(
             f"        server 127.0.0.1:{port} max_fails=1 fail_timeout={self.fail_timeout}s;" for port in self.backends
         )
-        return NGINX_CONF.format(
-            user=user_line(),
-            folder=folder,
-            error_log=self.error_log_path,
-            access_log=self.access_log_path,
-            temp_paths=TEMP_PATHS.format(folder=folder),
-            servers=servers,
-            port=self.port,
-        )
+        return NGINX_CONF.format(**self.placed(folder), servers=servers, port=self.port)
 
     def start(self, timeout: float = 30) -> None:
         """Write the configuration, start nginx and wait until it answers."""
