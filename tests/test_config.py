@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from app.config import DEFAULT_MODEL, Settings, dotenv_file, explain
 from app.i18n import TEXT, language_of, text
 from serving.plan import ServeSettings
+from serving.router import RouterSettings
 from tests.support.hostile_env import documented_variables
 from tests.support.servers import PROJECT_VARIABLES, ROOT, hermetic_environment
 
@@ -113,7 +114,7 @@ def test_every_documented_variable_is_a_setting_stripped_from_test_servers(tmp_p
     # CI runs the tests under hostile_env's .env: every value valid, none the default.
     hostile = tmp_path / ".env"
     assert subprocess.run([sys.executable, str(ROOT / "tests/support/hostile_env.py"), str(hostile)]).returncode == 0
-    for kind in (Settings, ServeSettings):
+    for kind in (Settings, ServeSettings, RouterSettings):
         configured, default = kind(_env_file=hostile), kind()
         for name in kind.model_fields:
             if name.upper() in documented:
@@ -121,9 +122,13 @@ def test_every_documented_variable_is_a_setting_stripped_from_test_servers(tmp_p
 
 
 def test_bad_values_stop_the_programs_with_one_line_each():
-    for module, variable, value in (("app", "CHAT_PORT", "abc"), ("serving", "VLLM_NICE", "30")):
+    for module, program, variable, value, problem in (
+        ("app", "chat", "CHAT_PORT", "abc", "Input should be a valid integer, unable to parse string as an integer"),
+        ("serving", "serve", "VLLM_NICE", "30", "Input should be less than or equal to 19"),
+        ("serving.router", "router", "ROUTER_PORT", "99999", "Input should be less than or equal to 65535"),
+    ):
         result = subprocess.run(
-            [sys.executable, "-m", module, *(["--dry-run"] if module == "serving" else [])],
+            [sys.executable, "-m", module, *(["--dry-run"] if module.startswith("serving") else [])],
             cwd=ROOT,
             env=hermetic_environment(**{variable: value}),
             capture_output=True,
@@ -131,14 +136,7 @@ def test_bad_values_stop_the_programs_with_one_line_each():
             timeout=60,
         )
         assert result.returncode == 2
-        assert result.stderr.strip().splitlines() == [
-            f"make {'chat' if module == 'app' else 'serve'}: {variable}={value}: "
-            + (
-                "Input should be a valid integer, unable to parse string as an integer"
-                if module == "app"
-                else "Input should be less than or equal to 19"
-            )
-        ]
+        assert result.stderr.strip().splitlines() == [f"make {program}: {variable}={value}: {problem}"]
 
 
 def test_trusted_proxies_are_addresses_and_networks(environment):

@@ -13,6 +13,7 @@ from serving.advice import advice
 from serving.errors import ServeError
 from serving.machine import Machine
 from serving.plan import ServeSettings, build_plan
+from serving.router import RouterSettings, router_command
 from tests.support.plans import ERNIE, GIB, MACHINES, SERVER_VENV, parse_with_vllm
 from tests.support.servers import user_make_environment
 
@@ -137,3 +138,24 @@ def test_the_plan_advises_the_engine_from_this_machines_own_bench_serve(tmp_path
     other_cpu = dataclasses.replace(machine, cpu_flags=frozenset({"avx2"}))
     assert "make bench-serve measures" in advice(other_cpu, results)
     assert "make bench-serve measures" in advice(machine, tmp_path / "none.json")
+
+
+def test_the_router_spreads_chats_by_their_key_over_the_servers_listed(tmp_path: Path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "vllm-router").touch()
+    settings = RouterSettings(vllm_servers=" http://10.0.0.2:8000/v1/, http://127.0.0.1:8001 ", router_port=8100)
+    argv = router_command(settings, str(tmp_path))
+    worker_urls = argv[argv.index("--worker-urls") + 1 : argv.index("--policy")]
+    assert worker_urls == ["http://10.0.0.2:8000", "http://127.0.0.1:8001"]
+    assert argv[argv.index("--policy") + 1] == "consistent_hash" and settings.base_url == "http://127.0.0.1:8100/v1"
+    # A dead server leaves the rotation within a second, and the request it refused goes to another one.
+    assert argv[argv.index("--health-check-interval-secs") + 1] == "1"
+    assert argv[argv.index("--cb-failure-threshold") + 1] == "1"
+
+
+@pytest.mark.parametrize(
+    ("servers", "said"), [("", "VLLM_SERVERS is empty"), ("10.0.0.2:8000", "is not a server's URL")]
+)
+def test_the_router_refuses_a_list_it_cannot_route_to(tmp_path: Path, servers: str, said: str):
+    with pytest.raises(ServeError, match=said):
+        router_command(RouterSettings(vllm_servers=servers), str(tmp_path))

@@ -1,4 +1,7 @@
-"""`make run`: start vLLM, wait until it serves a model, start the chat UI; a signal or either one ending stops both."""
+"""`make run`: start vLLM, wait until it serves a model, start the chat UI; a signal or either one ending stops both.
+
+With VLLM_SERVERS set, it starts vLLM's router in front of those servers instead, and the chat UI against the router.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import urllib.error
 import urllib.request
 from types import FrameType
 
-from app.config import get_settings, load_or_explain
+from app.config import dotenv_file, get_settings, load_or_explain
+from serving.router import RouterSettings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
@@ -33,11 +37,12 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start(module: str) -> subprocess.Popen[bytes]:
-    """`python -m module` in a session of its own (a terminal's signals reach only `make run`)."""
+def start(module: str, **env: str) -> subprocess.Popen[bytes]:
+    """`python -m module` in a session of its own (a terminal's signals reach only `make run`), with env added."""
     # No threads run in `make run`, and the child makes one prctl call before exec.
     return subprocess.Popen(
         [sys.executable, "-m", module],
+        env={**os.environ, **env},
         start_new_session=True,
         preexec_fn=die_with_parent,  # noqa: PLW1509  # see the comment above
     )
@@ -87,23 +92,27 @@ def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
 
 def main() -> int:
     settings = load_or_explain(get_settings, "make run")
-    if settings is None:
+    router = load_or_explain(lambda: RouterSettings(_env_file=dotenv_file()), "make run")
+    if settings is None or router is None:
         return 2
     for sig in STOP_SIGNALS:
         signal.signal(sig, request_stop)
-    models_url = settings.base_url.rstrip("/") + "/models"
+    # Behind the router, the chat UI finds the model at the router (unless VLLM_BASE_URL says otherwise).
+    base_url = (settings.vllm_base_url or router.base_url) if router.servers else settings.base_url
+    server, module = ("vLLM's router", "serving.router") if router.servers else ("vLLM", "serving")
+    models_url = base_url.rstrip("/") + "/models"
     processes: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        processes["vLLM"] = start("serving")
-        print(f"waiting for vLLM at {models_url} ...", flush=True)
-        if not wait_for_models(models_url, settings.api_key.get_secret_value(), processes["vLLM"], timeout=1800):
-            print("make run: vLLM did not start; see its output above.", file=sys.stderr)
+        processes[server] = start(module)
+        print(f"waiting for {server} at {models_url} ...", flush=True)
+        if not wait_for_models(models_url, settings.api_key.get_secret_value(), processes[server], timeout=1800):
+            print(f"make run: {server} did not start; see its output above.", file=sys.stderr)
             return 1
-        processes["the chat UI"] = start("app")
-        print("Ctrl-C stops the chat UI and vLLM.", flush=True)
+        processes["the chat UI"] = start("app", VLLM_BASE_URL=base_url)
+        print(f"Ctrl-C stops the chat UI and {server}.", flush=True)
         return supervise(processes)
     except StopRequested as request:
-        print(f"make run: {request} received, stopping the chat UI and vLLM.", flush=True)
+        print(f"make run: {request} received, stopping the chat UI and {server}.", flush=True)
         return 0
     finally:
         for sig in STOP_SIGNALS:  # a second signal must not cut the clean-up short
