@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from app.admin import page as admin_page
 from app.admin.access import Gate
 from app.admin.api import Admin
 from app.chat.answering import Answering
-from app.chat.backend import Backend
+from app.chat.backend import Backend, servers_now
 from app.chat.quotas import Quotas
 from app.config import Settings
 from app.documents.embeddings import Embedder
@@ -133,6 +134,7 @@ def build(settings: Settings) -> App:
         settings.answer_checkpoint_seconds,
     )
     metrics.serve("127.0.0.1", settings.metrics_port)
+    metrics.watch_model_servers(functools.partial(servers_now, settings))
     if store is None:
         seam.turn_off_favourites()  # favourite prompts are kept in the history
     # One INFO line per HTTP request to vLLM drowns the log; failures are still logged.

@@ -6,9 +6,11 @@ Served on a port of its own (METRICS_PORT, loopback), not on the chat's public a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,39 @@ def watch_waiting(waiting: Callable[[], tuple[int, float]]) -> None:
     """Report the journal's waiting writes and the oldest one's age, read at each scrape."""
     HISTORY_WAITING.set_function(lambda: waiting()[0])
     HISTORY_WAITING_AGE.set_function(lambda: waiting()[1])
+
+
+class ModelServers(Collector):
+    """The vLLM servers behind the router, answering or not, asked at each scrape (no series without a router)."""
+
+    def __init__(self) -> None:
+        self.count: Callable[[], tuple[int, int] | None] = lambda: None
+
+    def describe(self) -> list[Metric]:
+        return []  # registered without a scrape (which would ask the router before the app runs)
+
+    def collect(self) -> Iterator[Metric]:
+        counted = self.count()
+        if counted is None:
+            return
+        answering, total = counted
+        servers = GaugeMetricFamily(
+            "chat_model_servers",
+            "vLLM servers behind the router, by whether they answer its health checks",
+            labels=["state"],
+        )
+        servers.add_metric(["answering"], answering)
+        servers.add_metric(["not_answering"], max(total - answering, 0))
+        yield servers
+
+
+MODEL_SERVERS = ModelServers()
+REGISTRY.register(MODEL_SERVERS)
+
+
+def watch_model_servers(count: Callable[[], tuple[int, int] | None]) -> None:
+    """Report the router's servers (answering, all) at each scrape; count says None when there is no router."""
+    MODEL_SERVERS.count = count
 
 
 def serve(host: str, port: int) -> None:

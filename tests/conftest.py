@@ -75,6 +75,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "admin_app": ("vllm", "app"),  # test_admin.py, test_browser_admin.py
     "proxied": ("vllm", "app", "nginx"),  # test_sign_on.py
     "openid": ("vllm", "app"),
+    "routed": ("vllm", "app"),  # test_router.py: two vLLM servers behind vLLM's router
 }
 # Parametrized fixtures whose servers depend on the parameter (they call request.getfixturevalue).
 NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {

@@ -6,11 +6,10 @@ import asyncio
 import math
 import re
 import time
-from functools import partial
 
 import pytest
 
-from tests.support.chat_client import ChatClient, errors
+from tests.support.chat_client import ChatClient, errors, start_long_answer
 
 pytestmark = pytest.mark.app
 
@@ -91,21 +90,6 @@ async def test_sessions_keep_their_own_settings_and_history(chat_app, vllm):
     assert prompt.startswith("<|begin_of_sentence|>You are ERNIE")
     for tab in (first, second):
         await tab.close()
-
-
-async def start_long_answer(tab: ChatClient, vllm, text: str) -> int:
-    """Send a message whose answer is still being generated in vLLM; return the event mark before it.
-
-    vLLM on this CPU can deliver a tiny model's stream in one late burst, so the first token may
-    arrive when the answer is already complete: such an attempt is finished and retried.
-    """
-    await tab.change_settings({"max_tokens": 4000})  # the whole window: seconds, even for the tiny model
-    for attempt in range(3):
-        mark = await tab.start_answer(f"{text} ({attempt})")
-        if vllm.metric("vllm:num_requests_running") == 1:
-            return mark
-        await tab.wait_for(partial(tab.events_since, mark, "task_end"), 60)
-    pytest.fail("vLLM finished three answers before their first token reached the app")
 
 
 async def test_stop_ends_the_answer_and_frees_vllm(client, vllm):

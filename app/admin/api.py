@@ -115,6 +115,8 @@ class Admin:
     async def health(self) -> dict[str, Any]:
         """vLLM's model and engine, the database, the replicas seen."""
         vllm: dict[str, Any] = {"url": self.backend.server, "serving": await self.backend.serving()}
+        if (servers := await self.backend.servers()) is not None:
+            vllm |= {"servers_answering": servers.answering, "servers": servers.total}
         with contextlib.suppress(ChatError):  # not serving: said above
             model = await self.backend.model()
             vllm |= {"model": model.name, "engine": model.engine, "window": model.max_model_len}

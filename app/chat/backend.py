@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import httpx2
 import openai
@@ -27,6 +27,13 @@ Message = dict[str, str]
 # The engines the app knows the own endpoints of (both serve OpenAI's chat completions).
 VLLM = "vllm"
 LLAMA_CPP = "llama.cpp"
+# Every request of a chat carries its id in this header: vLLM's router (consistent_hash) sends all of a chat's
+# turns to one server, the one holding its prefix in its cache. A lone server ignores it.
+CHAT_KEY_HEADER = "X-Session-ID"
+# Tries after the first of a lookup (the model, token counts). Behind a router, a server that just died stays in
+# its rotation until the next health check (a second); the SDK's backoff (about 0.5 s, then 1 s) outlasts that, so
+# a lookup it refused meanwhile reaches another server. The streamed answer is never sent twice.
+LOOKUP_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,29 @@ class ModelInfo:
     name: str
     max_model_len: int
     engine: str = VLLM
+
+
+class ServerCount(NamedTuple):
+    """How many of the vLLM servers behind a router answer its health checks."""
+
+    answering: int
+    total: int
+
+
+def server_count(body: Any) -> ServerCount | None:
+    """The count in vllm-router's /readiness answer (None: not a router's answer)."""
+    if isinstance(body, dict) and isinstance(body.get("healthy_workers"), int):
+        return ServerCount(int(body["healthy_workers"]), int(body.get("total_workers") or 0))
+    return None
+
+
+def servers_now(settings: Settings) -> ServerCount | None:
+    """The router's count asked now, from any thread (a metrics scrape); None: no router answered."""
+    try:
+        reply = httpx2.get(f"{settings.server_root}/readiness", timeout=settings.connect_timeout)
+        return server_count(reply.json())
+    except (httpx2.HTTPError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -160,6 +190,7 @@ class Backend:
             max_retries=0,
             http_client=http_client(),
         )
+        self._lookups = self._client.with_options(max_retries=LOOKUP_RETRIES)
         self._model: ModelInfo | None = None
         self._template: TemplateCost | None = None
         self._template_learned = False
@@ -169,7 +200,7 @@ class Backend:
         """The served model (configured name or the first one listed), cached once found."""
         if self._model is None:
             try:
-                page = await self._client.models.list()
+                page = await self._lookups.models.list()
             except openai.OpenAIError as exc:
                 raise to_chat_error(exc, self.server) from exc
             served = {card.id: card for card in page.data}
@@ -194,6 +225,18 @@ class Backend:
         except openai.OpenAIError:
             return False
         return True
+
+    async def servers(self) -> ServerCount | None:
+        """How many vLLM servers answer behind the router (None: the server is vLLM itself, or it is down)."""
+        try:
+            body = await self._client.with_options(timeout=self._settings.connect_timeout).get(
+                f"{self.server}/readiness", cast_to=object
+            )
+        except openai.APIStatusError as exc:  # the router answers 503 when no server does, with the count
+            return server_count(exc.body)
+        except openai.OpenAIError:
+            return None
+        return server_count(body)
 
     def forget_model(self) -> None:
         """Drop the cached model, e.g. after vLLM went away (it may come back with another)."""
@@ -236,7 +279,7 @@ class Backend:
         """A request to one of vLLM's own endpoints for the served model."""
         model = await self.model()
         try:
-            result: dict[str, Any] = await self._client.post(
+            result: dict[str, Any] = await self._lookups.post(
                 f"{self.server}{path}", body={"model": model.name, **body}, cast_to=dict[str, Any]
             )
         except openai.OpenAIError as exc:
@@ -244,8 +287,10 @@ class Backend:
         return result
 
     @asynccontextmanager
-    async def stream_chat(self, messages: list[Message], sampling: Sampling) -> AsyncIterator[ChatStream]:
-        """Open a streamed chat completion; leaving the block closes it, which aborts it in vLLM."""
+    async def stream_chat(
+        self, messages: list[Message], sampling: Sampling, chat_key: str = ""
+    ) -> AsyncIterator[ChatStream]:
+        """Open a streamed completion for the chat chat_key; leaving the block closes it, which aborts it in vLLM."""
         model = await self.model()
         extra: dict[str, Any] = {}
         if sampling.repetition_penalty != 1.0:
@@ -262,6 +307,7 @@ class Backend:
             stream=True,
             stream_options={"include_usage": True, "continuous_usage_stats": True},
             extra_body=extra or None,
+            extra_headers={CHAT_KEY_HEADER: chat_key} if chat_key else None,
         )
         async with AsyncExitStack() as closing:
             try:

@@ -73,6 +73,8 @@ class Reply:
     finder: Finder | None = None
     # The share of the prompt's room a question's passages may fill (DOCUMENT_SHARE); earlier turns get the rest.
     document_share: float = DEFAULT_DOCUMENT_SHARE
+    # The chat's id, sent with its requests: a router keeps the chat on the server that holds its prefix.
+    chat_key: str = ""
 
     async def plan(self, branches: Branches, question_id: str) -> Planned:
         """The model, and the request for the branch up to the question; ChatError when none can be sent."""
@@ -176,7 +178,7 @@ class Reply:
         got_token, told_streaming = False, False
         try:
             async with (
-                self.backend.stream_chat(plan.messages, sampling) as stream,
+                self.backend.stream_chat(plan.messages, sampling, self.chat_key) as stream,
                 aclosing(stream.__aiter__()) as deltas,
             ):
                 async for delta in deltas:

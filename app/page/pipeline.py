@@ -98,11 +98,18 @@ class Pipeline:
     def reply(self, chat: Tab) -> Reply:
         """The chat core's reply for this tab's chat, searching its documents."""
         finder: Finder | None = None
+        thread_id = seam.thread_id()
         if self.library is not None and chat.user is not None:
-            thread_id, searches = seam.thread_id(), chat.searches_documents
+            searches = chat.searches_documents
             finder = self.library.finder(chat.user, thread_id, searches=searches, known=chat.file_texts)
         return Reply(
-            self.backend, chat.preferences, self.stream_interval_s, self.low_water, finder, self.document_share
+            self.backend,
+            chat.preferences,
+            self.stream_interval_s,
+            self.low_water,
+            finder,
+            self.document_share,
+            chat_key=thread_id,
         )
 
     async def kept_as_documents(self, chat: Tab, files: list[Attachment], typed: str) -> list[Attachment]:

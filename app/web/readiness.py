@@ -1,6 +1,7 @@
 """GET /ready: whether this app can answer now (vLLM serves, the history database answers), for a balancer.
 
-With a history, it also says how many writes wait in the journal for the database, and the oldest one's age.
+With a history, it also says how many writes wait in the journal for the database, and the oldest one's age; behind
+vLLM's router, how many of its vLLM servers answer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ async def ready(backend: Backend, store: ChatStore | None) -> JSONResponse:
     if store is not None:
         checks["database"] = await store.reachable()
     body: dict[str, object] = {part: "ok" if up else "unavailable" for part, up in checks.items()}
+    if (servers := await backend.servers()) is not None:
+        body |= {"vllm_servers_answering": servers.answering, "vllm_servers": servers.total}
     if store is not None and store.writer.journal is not None:
         waiting, age_s = store.writer.journal.waiting()
         body |= {"waiting_writes": waiting, "oldest_waiting_write_s": round(age_s, 1)}

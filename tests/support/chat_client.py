@@ -9,11 +9,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
+import pytest
 import socketio
+
+if TYPE_CHECKING:
+    from tests.support.servers import VllmServer
 
 
 @dataclass
@@ -314,3 +319,18 @@ def dumps(value: Any) -> str:
 def errors(messages: list[dict[str, Any]]) -> list[str]:
     """The error lines among messages a question produced."""
     return [str(m["output"]) for m in messages if m.get("isError")]
+
+
+async def start_long_answer(tab: ChatClient, vllm: VllmServer, text: str) -> int:
+    """Send a message whose answer is still being generated in vLLM; return the event mark before it.
+
+    vLLM on this CPU can deliver a tiny model's stream in one late burst, so the first token may
+    arrive when the answer is already complete: such an attempt is finished and retried.
+    """
+    await tab.change_settings({"max_tokens": 4000})  # the whole window: seconds, even for the tiny model
+    for attempt in range(3):
+        mark = await tab.start_answer(f"{text} ({attempt})")
+        if vllm.metric("vllm:num_requests_running") == 1:
+            return mark
+        await tab.wait_for(partial(tab.events_since, mark, "task_end"), 60)
+    pytest.fail("vLLM finished three answers before their first token reached the app")

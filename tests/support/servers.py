@@ -24,13 +24,16 @@ from typing import IO, Any, Protocol
 
 from app.config import Settings
 from serving.plan import ServeSettings
+from serving.router import RouterSettings
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 LOGS = Path(os.environ.get("TEST_LOGS") or ROOT / "test-results" / "logs")
 # Seconds a server may take to answer; a test of the clean-up shortens it to make a start fail.
 START_TIMEOUT = float(os.environ.get("TEST_SERVER_START_TIMEOUT") or 0)
-PROJECT_VARIABLES = frozenset(name.upper() for name in (*Settings.model_fields, *ServeSettings.model_fields))
+PROJECT_VARIABLES = frozenset(
+    name.upper() for name in (*Settings.model_fields, *ServeSettings.model_fields, *RouterSettings.model_fields)
+)
 STARTED: list[subprocess.Popen[bytes]] = []
 
 
@@ -352,6 +355,57 @@ class VllmServer(ServedModel):
             values = dict(re.findall(r"(\w+)=([^,]+)", params))
             requests.append({"id": request_id, "prompt": prompts.get(request_id, ""), **values})
         return requests
+
+
+@dataclass
+class RouterServer:
+    """vLLM's router in front of vLLM servers, started with `python -m serving.router` (make router)."""
+
+    name: str
+    servers: list[VllmServer]
+    port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
+    running: Process = field(default_factory=Process)
+
+    @property
+    def api_key(self) -> str:
+        return self.servers[0].api_key
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.root + "/v1"
+
+    @property
+    def log_path(self) -> Path:
+        return LOGS / f"router-{self.name}.log"
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the router and wait until it serves the model."""
+        env = hermetic_environment(
+            VLLM_SERVERS=" ".join(server.root for server in self.servers),
+            ROUTER_HOST="127.0.0.1",
+            ROUTER_PORT=str(self.port),
+            ROUTER_METRICS_PORT=str(self.metrics_port),
+            ROUTER_VENV=os.environ.get("ROUTER_VENV", str(ROOT / ".venv-router")),
+        )
+        self.running.begin([sys.executable, "-m", "serving.router"], env, self.log_path, True, None)
+        self.running.wait_ready(self.base_url + "/models", timeout, {"Authorization": f"Bearer {self.api_key}"})
+
+    def answering(self) -> int:
+        """How many servers the router's health checks find answering."""
+        try:
+            with urllib.request.urlopen(self.root + "/readiness", timeout=5) as reply:
+                body = reply.read()
+        except urllib.error.HTTPError as refused:  # 503 when none answers, with the same count
+            body = refused.read()
+        return int(json.loads(body)["healthy_workers"])
+
+    def stop(self) -> None:
+        self.running.end()
 
 
 class ModelServer(Protocol):
