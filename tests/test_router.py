@@ -82,6 +82,11 @@ async def test_every_turn_of_a_chat_goes_to_one_server_and_ready_counts_them(rou
             await answered(tab, f"chat {index} turn {turn}")
 
     await asyncio.gather(*(talk(index, tab) for index, tab in enumerate(tabs)))
+    status, shown = await tabs[0].rest("GET", "/admin/api/state")  # the local user is the admin here
+    assert status == 200 and (shown["health"]["vllm"]["servers_answering"], shown["health"]["vllm"]["servers"]) == (
+        2,
+        2,
+    )
     for index, tab in enumerate(tabs):
         assert len(routed.holding(f"chat {index} turn 2")) == 1
         (server,) = routed.holding(f"chat {index} turn 0")

@@ -233,7 +233,9 @@ function drawHealth() {
   const content = section("health");
   const h = state.health;
   const vllm = [h.vllm.serving ? T.serving : T.not_serving, h.vllm.model, h.vllm.engine,
-    h.vllm.window ? say("window", { tokens: h.vllm.window }) : "", h.vllm.url].filter(Boolean).join(" · ");
+    h.vllm.window ? say("window", { tokens: h.vllm.window }) : "",
+    h.vllm.servers ? say("servers_answering", { answering: h.vllm.servers_answering, total: h.vllm.servers }) : "",
+    h.vllm.url].filter(Boolean).join(" · ");
   const replicas = h.replicas.map((r) => `${r.host} (pid ${r.pid}${r.this ? `, ${T.this_server}` : ""}): ${r.recent ? T.recent : T.gone}, ${when(r.seen_at)}`);
   content.append(el("dl", {},
     el("dt", {}, T.vllm), el("dd", { id: "health-vllm" }, vllm),
