@@ -222,6 +222,10 @@ bench-retrieval: install-app ## Passage retrieval: recall@k (en, zh) of whitespa
 	bash tools/install_services.sh
 	$(APP_PY) -m tools.bench_retrieval $(BENCH_ARGS)
 
+.PHONY: bench-router
+bench-router: test-deps ## Two tiny vLLM servers behind vLLM's router: prefix-cache hits per policy, throughput at 8-32 chats vs one server (BENCH_ARGS=--chats 8,16 ...)
+	$(SERVE_ENV) ROUTER_VENV=$(ROUTER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_router $(BENCH_ARGS)
+
 .PHONY: install-llama-cpp
 install-llama-cpp: install-app ## Build llama.cpp's server and quantizer into LLAMA_CPP_DIR (once per machine; 8-14 min on 2 cores)
 	bash tools/build_llama_cpp.sh $(LLAMA_CPP_DIR) $(LLAMA_CPP_PYTHON_VERSION) $(APP_VENV)/bin/pip

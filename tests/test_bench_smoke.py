@@ -83,3 +83,11 @@ def test_retrieval_benchmark_prints_recall_per_method_and_language_and_indexing_
     databases = [database.strip() for _, database in indexed]
     assert databases == ["SQLite", "SQLite", "PostgreSQL", "PostgreSQL"], indexed
     assert (tmp_path / "bench-retrieval.md").read_text().startswith("# Passage retrieval")
+
+
+@pytest.mark.vllm
+def test_router_benchmark_prints_each_policy_beside_one_server_alone(tmp_path):
+    result = bench("tools.bench_router", "--chats", "2", "--turns", "2", "--first-words", "60", "--out", str(tmp_path))
+    rows = [row.split("|")[2].strip() for row in result.stdout.splitlines() if row.startswith("| 2 |")]
+    assert rows == ["2 servers, router consistent_hash", "2 servers, router round_robin", "1 server alone"]
+    assert (tmp_path / "bench-router.md").read_text().startswith("| chats at once | side |")

@@ -363,6 +363,7 @@ class RouterServer:
 
     name: str
     servers: list[VllmServer]
+    policy: str = "consistent_hash"
     port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     running: Process = field(default_factory=Process)
@@ -390,6 +391,7 @@ class RouterServer:
             ROUTER_HOST="127.0.0.1",
             ROUTER_PORT=str(self.port),
             ROUTER_METRICS_PORT=str(self.metrics_port),
+            ROUTER_POLICY=self.policy,
             ROUTER_VENV=os.environ.get("ROUTER_VENV", str(ROOT / ".venv-router")),
         )
         self.running.begin([sys.executable, "-m", "serving.router"], env, self.log_path, True, None)
