@@ -30,6 +30,12 @@ class Routed:
         """The servers that were sent a prompt with the marker."""
         return [s for s in self.servers if any(marker in r["prompt"] for r in s.logged_requests())]
 
+    def home(self, marker: str) -> tuple[VllmServer, VllmServer]:
+        """The one server that was sent the marker, and the other one."""
+        (mine,) = self.holding(marker)
+        (other,) = [s for s in self.servers if s is not mine]
+        return mine, other
+
     def ready(self) -> tuple[int, dict[str, object]]:
         """The app's GET /ready: its status and body."""
         try:
@@ -102,8 +108,7 @@ async def test_every_turn_of_a_chat_goes_to_one_server_and_ready_counts_them(rou
 async def test_stop_aborts_the_answer_on_the_server_that_runs_it(routed):
     tab = await chat(routed.app)
     await answered(tab, "which server is mine?")
-    (mine,) = routed.holding("which server is mine?")
-    (other,) = [s for s in routed.servers if s is not mine]
+    mine, other = routed.home("which server is mine?")
     mark = await start_long_answer(tab, mine, "Write a very long story")
     assert other.metric("vllm:num_requests_running") == 0
     request_id = mine.logged_requests()[-1]["id"]
@@ -120,8 +125,7 @@ async def test_stop_aborts_the_answer_on_the_server_that_runs_it(routed):
 async def test_a_server_killed_mid_answer_loses_no_chat_and_gets_chats_again_once_back(routed):
     tab = await chat(routed.app)
     await answered(tab, "before the crash")
-    (mine,) = routed.holding("before the crash")
-    (other,) = [s for s in routed.servers if s is not mine]
+    mine, other = routed.home("before the crash")
 
     mark = await start_long_answer(tab, mine, "write a long answer")
     mine.kill()

@@ -39,6 +39,7 @@ from tests.support.servers import HERE, ChatApp, VllmServer
 from tools.bench_long_chat import MODELS, ROOT, figure, stats_of
 from tools.bench_retrieval import tree
 from tools.bench_serve import cpu_name
+from tools.reports import publish
 
 PASSAGES = "from passages"
 CUT = "cut to fit by hand"
@@ -265,11 +266,7 @@ def main() -> int:
     args = parser.parse_args()
     if not 1 <= args.questions <= min(len(NEEDLES), args.pages):
         parser.error(f"--questions: from 1 to {min(len(NEEDLES), args.pages)} (one needle a page, {len(NEEDLES)} made)")
-    report = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench-documents.md").write_text(report + "\n")
-    print(report)
-    return 0
+    return publish(asyncio.run(run(args)), args.out, "bench-documents")
 
 
 if __name__ == "__main__":

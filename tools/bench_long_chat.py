@@ -22,6 +22,7 @@ from typing import Any
 from tests.support.chat_client import ChatClient
 from tests.support.llama_cpp import LlamaServer
 from tests.support.servers import ChatApp, VllmServer
+from tools.reports import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"tiny": "", "full": str(ROOT / ".cache/models/ernie-full-random")}
@@ -188,11 +189,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
     args.window = args.window or (2048 if args.model == "tiny" else 8192)
-    report = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench-long-chat.md").write_text(report + "\n")
-    print(report)
-    return 0
+    return publish(asyncio.run(run(args)), args.out, "bench-long-chat")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from app.history.writer import Writer
 from tests.support.pdfs import paged_pdf
 from tests.support.postgres import PostgresServer, postgres_bin
 from tests.support.servers import running
+from tools.reports import publish
 from tools.retrieval_corpus import CJK_RUN, Corpus, Document, corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,11 +323,7 @@ def main() -> int:
     parser.add_argument("--skip-postgres", action="store_true", help="SQLite only (no throwaway PostgreSQL cluster)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
-    report = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench-retrieval.md").write_text(report + "\n")
-    print(report)
-    return 0
+    return publish(asyncio.run(run(args)), args.out, "bench-retrieval")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import aiohttp
 
 from tests.support.servers import RouterServer, VllmServer
 from tools.bench_long_chat import WORDS
+from tools.reports import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_PROMPT = "You are ERNIE, a helpful, concise and honest assistant."
@@ -178,11 +179,7 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
-    report = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench-router.md").write_text(report + "\n")
-    print(report)
-    return 0
+    return publish(asyncio.run(run(args)), args.out, "bench-router")
 
 
 if __name__ == "__main__":

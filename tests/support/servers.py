@@ -228,16 +228,10 @@ class Process:
             self.log = None
 
 
-@dataclass
-class ServedModel:
-    """A model server the project's `python -m serving` starts (vLLM, or llama.cpp's llama-server)."""
+class OpenAIOnLoopback:
+    """An OpenAI-compatible server on a loopback port: its root and its API's base URL."""
 
-    name: str
-    port: int = field(default_factory=free_port)
-    max_model_len: int = 256
-    api_key: str = "test-key"
-    quant: str = "none"
-    running: Process = field(default_factory=Process)
+    port: int
 
     @property
     def root(self) -> str:
@@ -246,6 +240,18 @@ class ServedModel:
     @property
     def base_url(self) -> str:
         return self.root + "/v1"
+
+
+@dataclass
+class ServedModel(OpenAIOnLoopback):
+    """A model server the project's `python -m serving` starts (vLLM, or llama.cpp's llama-server)."""
+
+    name: str
+    port: int = field(default_factory=free_port)
+    max_model_len: int = 256
+    api_key: str = "test-key"
+    quant: str = "none"
+    running: Process = field(default_factory=Process)
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
@@ -358,7 +364,7 @@ class VllmServer(ServedModel):
 
 
 @dataclass
-class RouterServer:
+class RouterServer(OpenAIOnLoopback):
     """vLLM's router in front of vLLM servers, started with `python -m serving.router` (make router)."""
 
     name: str
@@ -371,14 +377,6 @@ class RouterServer:
     @property
     def api_key(self) -> str:
         return self.servers[0].api_key
-
-    @property
-    def root(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return self.root + "/v1"
 
     @property
     def log_path(self) -> Path:
