@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.chat_client import ChatClient
 from tests.support.servers import (
     LOGS,
     ROOT,
@@ -55,22 +58,13 @@ class MakeRun:
         )
 
 
-@pytest.fixture
-def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
-    mark, vllm_port, chat_port = str(uuid.uuid4()), free_port(), free_port()
+def started(name: str, ports: tuple[int, int], mark: str, **settings: str) -> Generator[MakeRun, None, None]:
+    """`make run` with these settings until the chat UI answers on ports[1]; whatever it leaves is killed after."""
     env = user_make_environment(
-        MODEL=os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
-        SERVED_MODEL_NAME="ernie-tiny",
-        PROFILE="dev",
-        MAX_MODEL_LEN="512",
-        VLLM_PORT=str(vllm_port),
-        CHAT_PORT=str(chat_port),
-        DATA_DIR=str(LOGS.parent / "data" / f"make-run-{mark}"),
-        TEST_RUN_MARK=mark,
-        VLLM_CPU_OMP_THREADS_BIND="0",
+        CHAT_PORT=str(ports[1]), DATA_DIR=str(LOGS.parent / "data" / f"make-run-{mark}"), TEST_RUN_MARK=mark, **settings
     )
     LOGS.mkdir(parents=True, exist_ok=True)
-    log_path = LOGS / f"make-run-{request.node.callspec.id}.log"
+    log_path = LOGS / f"make-run-{name}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             ["make", "--no-print-directory", "run"],
@@ -80,13 +74,29 @@ def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    run = MakeRun(process, mark, (vllm_port, chat_port), log_path)
+    run = MakeRun(process, mark, ports, log_path)
     try:
-        wait_http(f"http://127.0.0.1:{chat_port}/", process, 300, {})
+        wait_http(f"http://127.0.0.1:{ports[1]}/", process, 300, {})
         yield run
     finally:
         for pid in marked_processes(mark):  # whatever a failed test left behind
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
+    mark, vllm_port = str(uuid.uuid4()), free_port()
+    yield from started(
+        request.node.callspec.id,
+        (vllm_port, free_port()),
+        mark,
+        MODEL=os.environ.get("TINY_MODEL", str(ROOT / ".cache/models/ernie-tiny")),
+        SERVED_MODEL_NAME="ernie-tiny",
+        PROFILE="dev",
+        MAX_MODEL_LEN="512",
+        VLLM_PORT=str(vllm_port),
+        VLLM_CPU_OMP_THREADS_BIND="0",
+    )
 
 
 @pytest.mark.parametrize("stop", ["sigterm-to-make", "sighup-to-the-terminal"])
@@ -111,3 +121,36 @@ def test_a_server_that_dies_takes_make_run_down_with_a_reason(make_run, dies):
     make_run.wait_until_gone()
     assert make_run.process.returncode != 0
     assert "make run: vLLM exited with code -9; stopping the rest." in make_run.output()
+
+
+async def test_with_vllm_servers_set_make_run_starts_the_router_in_front_and_stops_it(vllm):
+    mark, router_port = str(uuid.uuid4()), free_port()
+    runs = started(
+        "router",
+        (router_port, free_port()),
+        mark,
+        VLLM_SERVERS=vllm.root,
+        ROUTER_PORT=str(router_port),
+        ROUTER_METRICS_PORT=str(free_port()),
+        API_KEY=vllm.api_key,
+    )
+    run = next(runs)
+    try:
+        assert "waiting for vLLM's router at" in run.output()
+        tab = ChatClient(f"http://127.0.0.1:{run.ports[1]}")
+        await tab.connect()
+        await tab.greeting()
+        await tab.change_settings({"max_tokens": 4})
+        before = len(vllm.logged_requests())
+        produced = await tab.ask("through the router")
+        assert not [m for m in produced if m.get("isError")]
+        assert "through the router" in vllm.logged_requests()[before]["prompt"]
+        await tab.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{run.ports[1]}/ready", timeout=10) as reply:
+            ready = json.loads(reply.read())
+        assert (ready["vllm"], ready["vllm_servers_answering"], ready["vllm_servers"]) == ("ok", 1, 1)
+        os.kill(run.process.pid, signal.SIGTERM)
+        run.wait_until_gone()
+        assert "make run: SIGTERM received, stopping the chat UI and vLLM's router." in run.output()
+    finally:
+        runs.close()
