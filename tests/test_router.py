@@ -156,5 +156,13 @@ async def test_a_server_killed_mid_answer_loses_no_chat_and_gets_chats_again_onc
     await answered(tab, "once it is back")
     assert routed.holding("once it is back") == [mine]
     assert routed.ready()[1]["vllm_servers_answering"] == 2
+    # New chats land on it again: each chat's id hashes to either server, so one of a dozen surely does.
+    for index in range(12):
+        newcomers.append(await chat(routed.app))
+        await answered(newcomers[-1], f"back newcomer {index}")
+        if routed.holding(f"back newcomer {index}") == [mine]:
+            break
+    else:
+        pytest.fail("no new chat went to the server once it was back")
     for t in (tab, *newcomers):
         await t.close()
