@@ -243,7 +243,7 @@ class Settings(EnvSettings):
             try:
                 ipaddress.ip_network(entry, strict=False)
             except ValueError as error:
-                raise ValueError(f"{entry!r} is not an IP address or network like 10.0.0.5 or 10.0.0.0/24") from error
+                raise ValueError(f"{entry!r} is not an IP address or network like 10.1.2.5 or 10.1.2.0/24") from error
         return value
 
     @property

@@ -8,6 +8,7 @@ server that already holds its prefix in its cache.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 import shlex
@@ -48,7 +49,13 @@ class RouterSettings(EnvSettings):
     @property
     def base_url(self) -> str:
         """What the app's VLLM_BASE_URL is for this router."""
-        host = "127.0.0.1" if self.router_host in ("0.0.0.0", "::", "") else self.router_host
+        try:
+            address = ipaddress.ip_address(self.router_host.strip("[]"))
+        except ValueError:  # a host name
+            return f"http://{self.router_host}:{self.router_port}/v1"
+        if address.is_unspecified:  # listening on every interface: reached on this machine's loopback
+            return f"http://127.0.0.1:{self.router_port}/v1"
+        host = address.compressed if address.version == 4 else f"[{address.compressed}]"
         return f"http://{host}:{self.router_port}/v1"
 
 

@@ -159,3 +159,17 @@ def test_the_router_spreads_chats_by_their_key_over_the_servers_listed(tmp_path:
 def test_the_router_refuses_a_list_it_cannot_route_to(tmp_path: Path, servers: str, said: str):
     with pytest.raises(ServeError, match=said):
         router_command(RouterSettings(vllm_servers=servers), str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("0.0.0.0", "http://127.0.0.1:8100/v1"),
+        ("::", "http://127.0.0.1:8100/v1"),
+        ("127.0.0.9", "http://127.0.0.9:8100/v1"),
+        ("::1", "http://[::1]:8100/v1"),
+        ("router.internal", "http://router.internal:8100/v1"),
+    ],
+)
+def test_the_app_reaches_the_router_where_it_listens(host: str, url: str):
+    assert RouterSettings(router_host=host).base_url == url

@@ -62,6 +62,7 @@ def server_count(body: Any) -> ServerCount | None:
 def servers_now(settings: Settings) -> ServerCount | None:
     """The router's count asked now, from any thread (a metrics scrape); None: no router answered."""
     try:
+        # Read whatever the status: the router answers 503 with the count when no server answers.
         reply = httpx2.get(f"{settings.server_root}/readiness", timeout=settings.connect_timeout)
         return server_count(reply.json())
     except (httpx2.HTTPError, ValueError):
@@ -228,15 +229,7 @@ class Backend:
 
     async def servers(self) -> ServerCount | None:
         """How many vLLM servers answer behind the router (None: the server is vLLM itself, or it is down)."""
-        try:
-            body = await self._client.with_options(timeout=self._settings.connect_timeout).get(
-                f"{self.server}/readiness", cast_to=object
-            )
-        except openai.APIStatusError as exc:  # the router answers 503 when no server does, with the count
-            return server_count(exc.body)
-        except openai.OpenAIError:
-            return None
-        return server_count(body)
+        return await asyncio.to_thread(servers_now, self._settings)
 
     def forget_model(self) -> None:
         """Drop the cached model, e.g. after vLLM went away (it may come back with another)."""
