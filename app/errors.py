@@ -4,11 +4,12 @@
      ├── ChatError              shown in the chat: a Problem the person can act on (vLLM down, too long ...)
      └── HistoryError           the chat history's database
           ├── HistoryUnavailable  a read or write failed or timed out while the app runs (the chat goes on)
+          │    └── HistoryRefused  the database refused the write itself (a conflict, bad data): retrying fails too
           ├── HistoryUnreachable  the database cannot be opened at start (`make chat` stops with the sentence)
           └── LoginRequired       listening beyond loopback with nobody able to log in (`make chat` stops)
 
 Drivers' and the OpenAI SDK's own errors are converted at one boundary each: `app/backend.py` for vLLM,
-`app/history/writer.py` for the database. Nothing above those modules sees a driver's exception.
+`app/history/writes/writer.py` for the database. Nothing above those modules sees a driver's exception.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class HistoryError(AppError):
 
 class HistoryUnavailable(HistoryError):
     """The history database refused, failed or did not answer in time; the message says what was being done."""
+
+
+class HistoryRefused(HistoryUnavailable):
+    """The database refused the write itself (a conflict, bad data): trying again fails the same way."""
 
 
 class HistoryUnreachable(HistoryError):

@@ -58,6 +58,8 @@ TEXT: dict[str, dict[str, str]] = {
         "stops before the database takes it",
         "unsaved_lost": "Not saved: the server's journal of waiting messages is full (JOURNAL_MAX_MB), so this "
         "message is not kept in the history",
+        "unsaved_rejected": "Not saved: the history's database refused this message; it is set aside on the server "
+        "for its operator",
         "you": "You",
         "stats": "first token {ttft} · {tokens} tokens · {rate} tok/s",
         "label_temperature": "Temperature",
@@ -190,6 +192,7 @@ TEXT: dict[str, dict[str, str]] = {
         "unsaved_journaled": "尚未保存：历史数据库暂时不可用；已保留在本服务器上，数据库恢复后即保存",
         "unsaved_in_memory": "尚未保存：磁盘已满，只保留在内存中；若应用在数据库恢复前停止，将会丢失",
         "unsaved_lost": "未保存：服务器的待保存消息日志已满（JOURNAL_MAX_MB），这条消息不会保存到历史记录",
+        "unsaved_rejected": "未保存：历史数据库拒绝了这条消息；它已另存于服务器上，供管理员处理",
         "you": "你",
         "stats": "首个 token {ttft} · {tokens} 个 token · {rate} token/秒",
         "label_temperature": "温度",

@@ -31,10 +31,10 @@ APP = build(get_settings())
 
 @cl.on_app_startup
 async def on_app_startup() -> None:
-    """Close connections of ended logins, make the writes a stopped app kept, beat; freeze start-up's objects."""
+    """Close connections of ended logins, take over the writes stopped apps kept, beat; freeze start-up's objects."""
     if APP.sessions is not None:
         APP.sessions.start_sweeping()
-    APP.history.start_saving_kept()
+    await APP.history.start()
     if APP.replicas is not None:
         APP.replicas.start()
     gc.collect()  # a full collection of start-up's objects paused every stream ~150 ms
@@ -42,8 +42,9 @@ async def on_app_startup() -> None:
 
 
 @cl.on_app_shutdown
-async def close_backend() -> None:
-    """Close the connection pool to vLLM."""
+async def on_app_shutdown() -> None:
+    """Stop the answers (each keeps what it showed), commit or journal what waits; close the pool to vLLM."""
+    await APP.history.close()
     await APP.backend.aclose()
 
 

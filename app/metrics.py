@@ -51,12 +51,22 @@ HISTORY_WAITING = Gauge("chat_history_writes_waiting", "Writes in the journal, w
 HISTORY_WAITING_AGE = Gauge(
     "chat_history_oldest_waiting_write_seconds", "How long the oldest write in the journal has waited (0: none waits)"
 )
+HISTORY_HELD = Gauge(
+    "chat_history_chats_held",
+    "Chats whose journaled writes the database refuses for a reason it does not say is the write's (permissions, a "
+    "missing table): they wait and are retried; an operator should look",
+)
+HISTORY_WRITES_REJECTED = Counter(
+    "chat_history_writes_rejected",
+    "Writes the database refused for good (bad data, a broken constraint): set aside in the journal's folder",
+)
 
 
-def watch_waiting(waiting: Callable[[], tuple[int, float]]) -> None:
-    """Report the journal's waiting writes and the oldest one's age, read at each scrape."""
+def watch_waiting(waiting: Callable[[], tuple[int, float]], held: Callable[[], int]) -> None:
+    """Report the journal's waiting writes, the oldest one's age and the chats held back, read at each scrape."""
     HISTORY_WAITING.set_function(lambda: waiting()[0])
     HISTORY_WAITING_AGE.set_function(lambda: waiting()[1])
+    HISTORY_HELD.set_function(held)
 
 
 class ModelServers(Collector):

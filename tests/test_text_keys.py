@@ -18,7 +18,7 @@ from pathlib import Path
 
 from app.chat.preferences import Preferences
 from app.errors import Problem
-from app.history.journal import Saving
+from app.history.writes import Saving
 from app.i18n import ERROR_BLANKS, TEXT
 from app.page.library_page import LABELS
 from app.page.settings_panel import label_key, tip_key

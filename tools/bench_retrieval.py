@@ -36,7 +36,7 @@ from app.documents.library import Library, Outcome
 from app.documents.split import pieces
 from app.history.database import create_engine, database_url, upgrade
 from app.history.schema import timestamp, users
-from app.history.writer import Writer
+from app.history.writes import Writer
 from tests.support.pdfs import paged_pdf
 from tests.support.postgres import PostgresServer, postgres_bin
 from tests.support.servers import running

@@ -21,7 +21,7 @@ from app.documents.terms import indexed, query_terms
 from app.errors import HistoryUnavailable
 from app.history import passage_index
 from app.history.schema import chat_documents, documents, passages, timestamp, user_row, users
-from app.history.writer import Writer
+from app.history.writes import Writer
 
 
 class Outcome(StrEnum):

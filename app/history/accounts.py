@@ -23,6 +23,7 @@ from app.history import passage_index
 from app.history.database import create_engine, database_url, describe, upgrade
 from app.history.schema import (
     chat_documents,
+    deleted_chats,
     documents,
     elements,
     feedbacks,
@@ -146,6 +147,10 @@ def delete_user(connection: Connection, name: str) -> bool:
     if user_id is None:
         return False
     theirs = sa.select(threads.c.id).where(threads.c.user_id == user_id).scalar_subquery()
+    # Deleted for good: a write of theirs still waiting in a journal brings none back.
+    deleted_at = sa.literal(time.time(), sa.Float)
+    gone = sa.select(threads.c.id, deleted_at).where(threads.c.user_id == user_id)
+    connection.execute(sa.insert(deleted_chats).from_select(["id", "deleted_at"], gone))
     for table in (feedbacks, elements, steps):
         connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
     connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id.in_(theirs)))

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from app.history.schema import ended_sessions, login_failures, users
-from app.history.writer import Writer
+from app.history.writes import Writer
 
 # One client address may fail this many times more than one user name: colleagues behind one address.
 ADDRESS_FACTOR = 4

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from app.errors import HistoryUnavailable
 from app.history.schema import replicas
-from app.history.writer import Writer
+from app.history.writes import Writer
 
 HEARTBEAT_S = 30.0
 # A replica not seen for this long is listed as gone; after a day its row is let go.

@@ -46,6 +46,8 @@ threads = sa.Table(
     sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), index=True),
     sa.Column("tags", sa.JSON),
     sa.Column("metadata", sa.JSON, nullable=False),
+    # When the write that last named it or changed its metadata was said: an older one (replayed) changes nothing.
+    sa.Column("changed_at", sa.Float),
 )
 
 steps = sa.Table(
@@ -65,6 +67,8 @@ steps = sa.Table(
     # The rest of Chainlit's step (language, tags, commands, display flags ...), as it sent it.
     sa.Column("details", sa.JSON, nullable=False),
     sa.Column("metadata", sa.JSON, nullable=False),
+    # When the write that stored this version of it was said: an older one (replayed) changes nothing.
+    sa.Column("saved_at", sa.Float),
 )
 
 elements = sa.Table(
@@ -85,6 +89,23 @@ feedbacks = sa.Table(
     sa.Column("thread_id", sa.String(36), sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("value", sa.Integer, nullable=False),
     sa.Column("comment", sa.Text),
+)
+
+
+# The kept writes the database made, by id (app/history/writes): one made again, from a journal, is skipped.
+applied_writes = sa.Table(
+    "applied_writes",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+)
+
+# Chats that were deleted: no write of theirs said before (a journal's, another process's) brings them back.
+deleted_chats = sa.Table(
+    "deleted_chats",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("deleted_at", sa.Float, nullable=False),
 )
 
 
@@ -192,6 +213,8 @@ documents = sa.Table(
     # The whole text of a file read whole (None: one too long, searched): the page gets its name only.
     sa.Column("text", sa.Text),
     sa.Column("created_at", sa.String(40), nullable=False),
+    # False while its passages are being indexed (in chunks): not listed, not searched.
+    sa.Column("complete", sa.Boolean, nullable=False, server_default=sa.true()),
 )
 
 # A document's passages in reading order; `terms` is the text segmented into words (Chinese included), which the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,11 +21,20 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from app.errors import HistoryUnavailable
 from app.history import passage_index
-from app.history.journal import Journal
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
-from app.history.schema import chat_documents, elements, feedbacks, steps, threads, timestamp, uploaded_only_to, users
+from app.history.schema import (
+    chat_documents,
+    deleted_chats,
+    elements,
+    feedbacks,
+    steps,
+    threads,
+    timestamp,
+    uploaded_only_to,
+    users,
+)
 from app.history.transcript import SHARING_KEYS, SHOWN_KEY, on_screen, relinked, shown_of
-from app.history.writer import SCRATCH, Kept, Writer
+from app.history.writes import SCRATCH, Journal, Kept, Writer
 
 if TYPE_CHECKING:
     from chainlit.element import Element, ElementDict
@@ -146,9 +156,12 @@ class ChatStore(BaseDataLayer):
             statement = self._insert(table)
             changes = {column.name: statement.excluded[column.name] for column in table.c if column.name != "id"}
             # A row never moves to another chat: a client that names another chat's row id changes nothing.
-            same_chat = table.c.thread_id == statement.excluded.thread_id
+            allowed = table.c.thread_id == statement.excluded.thread_id
+            if "saved_at" in table.c:  # nor does a write said before the one that stored it (a journal's, replayed)
+                newer = sa.or_(table.c.saved_at.is_(None), statement.excluded.saved_at >= table.c.saved_at)
+                allowed = sa.and_(allowed, newer)
             self._upserts[table.name] = statement.on_conflict_do_update(
-                index_elements=["id"], set_=changes, where=same_chat
+                index_elements=["id"], set_=changes, where=allowed
             )
         return self._upserts[table.name]
 
@@ -161,10 +174,13 @@ class ChatStore(BaseDataLayer):
             "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
             # Named for the first time (its first message): the chat takes the row's metadata, the app's settings.
             "metadata": sa.case((threads.c.name.is_(None), statement.excluded.metadata), else_=threads.c.metadata),
+            "changed_at": statement.excluded.changed_at,
         }
         theirs = statement.excluded.user_id
         owner = sa.or_(threads.c.user_id.is_(None), theirs.is_(None), threads.c.user_id == theirs)
-        return statement.on_conflict_do_update(index_elements=["id"], set_=changes, where=owner)
+        # A name said before the chat's newest change (a journal's, replayed) changes nothing.
+        newer = sa.or_(threads.c.changed_at.is_(None), threads.c.changed_at <= statement.excluded.changed_at)
+        return statement.on_conflict_do_update(index_elements=["id"], set_=changes, where=sa.and_(owner, newer))
 
     @functools.cached_property
     def _owner_of_thread(self) -> sa.Select[Any]:
@@ -172,7 +188,11 @@ class ChatStore(BaseDataLayer):
         return sa.select(users.c.identifier).select_from(threads.join(users)).where(threads.c.id == sa.bindparam("id"))
 
     def _writable(self, connection: Connection, thread_id: str, actor: Caller, what: str) -> bool:
-        """Whether the actor may write into the chat (its tab's own, or its user's); a refusal is logged."""
+        """Whether the actor may write into the chat (its tab's own, or its user's) and it was never deleted; a
+        refusal is logged."""
+        if connection.execute(self._was_deleted, {"id": thread_id}).first() is not None:
+            logger.info("History: did not %s: chat %s was deleted", what, thread_id)
+            return False
         if actor is Route.CHECKED or (isinstance(actor, Actor) and thread_id == actor.thread_id):
             return True
         owner = connection.execute(self._owner_of_thread, {"id": thread_id}).first()
@@ -185,6 +205,11 @@ class ChatStore(BaseDataLayer):
             return True
         logger.warning("History: refused to %s for %s: chat %s is not theirs", what, actor.user, thread_id)
         return False
+
+    @functools.cached_property
+    def _was_deleted(self) -> sa.Select[Any]:
+        """A deleted chat's id (none for a chat never deleted)."""
+        return sa.select(deleted_chats.c.id).where(deleted_chats.c.id == sa.bindparam("id"))
 
     @functools.cached_property
     def _thread_exists(self) -> sa.Select[Any]:
@@ -267,7 +292,7 @@ class ChatStore(BaseDataLayer):
         data = {"row": row, "actor": as_data(actor)}
         await self.writer.keep("save an answer's details", Kept(chat_of(actor, element.thread_id), "element", data))
 
-    def _apply_element(self, connection: Connection, data: dict[str, Any]) -> None:
+    def _apply_element(self, connection: Connection, data: dict[str, Any], _at: float) -> None:
         """Store an element of a chat's message, if the actor may write there and the message is that chat's."""
         row, actor, what = data["row"], caller_of(data["actor"]), "save an answer's details"
         if not self._writable(connection, row["thread_id"], actor, what):
@@ -291,7 +316,7 @@ class ChatStore(BaseDataLayer):
             "remove an answer's details", Kept(chat_of(actor, thread_id or element_id), "delete_element", data)
         )
 
-    def _apply_delete_element(self, connection: Connection, data: dict[str, Any]) -> None:
+    def _apply_delete_element(self, connection: Connection, data: dict[str, Any], _at: float) -> None:
         """Remove an element, if the actor may write in its chat."""
         element_id, actor = data["id"], caller_of(data["actor"])
         chat = connection.execute(sa.select(elements.c.thread_id).where(elements.c.id == element_id)).scalar()
@@ -309,7 +334,9 @@ class ChatStore(BaseDataLayer):
             actor, thread_id = self.actor(), str(step_dict["threadId"])
             data = {"step": dict(step_dict), "actor": as_data(actor)}
             messages = (str(step_dict["id"]),)
-            await self.writer.keep("save a message", Kept(chat_of(actor, thread_id), "step", data, messages))
+            # A newer copy of the message replaces one still waiting (an answer's text so far, then all of it).
+            kept = Kept(chat_of(actor, thread_id), "step", data, messages, key=f"step:{step_dict['id']}")
+            await self.writer.keep("save a message", kept)
 
     async def update_step(self, step_dict: StepDict) -> None:
         await self._save_step(step_dict)
@@ -319,7 +346,7 @@ class ChatStore(BaseDataLayer):
         data = {"id": step_id, "actor": as_data(actor)}
         await self.writer.keep("remove a message", Kept(chat_of(actor, step_id), "delete_step", data))
 
-    def _apply_delete_step(self, connection: Connection, data: dict[str, Any]) -> None:
+    def _apply_delete_step(self, connection: Connection, data: dict[str, Any], _at: float) -> None:
         """Remove a message with its feedback and elements, if the actor may write in its chat."""
         step_id, actor = data["id"], caller_of(data["actor"])
         chat = connection.execute(sa.select(steps.c.thread_id).where(steps.c.id == step_id)).scalar()
@@ -329,13 +356,13 @@ class ChatStore(BaseDataLayer):
         connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
         connection.execute(sa.delete(steps).where(steps.c.id == step_id))
 
-    def _apply_step(self, connection: Connection, data: dict[str, Any]) -> None:
+    def _apply_step(self, connection: Connection, data: dict[str, Any], at: float) -> None:
         """Insert or replace one step, creating its thread if Chainlit has not yet."""
         step_dict, actor = cast("StepDict", data["step"]), caller_of(data["actor"])
         thread_id = str(step_dict["threadId"])
         if self._writable(connection, thread_id, actor, "save a message"):
             self._ensure_thread(connection, thread_id)
-            put(connection, self._upsert(steps), step_row(step_dict), "save a message")
+            put(connection, self._upsert(steps), step_row(step_dict) | {"saved_at": at}, "save a message")
 
     def _ensure_thread(self, connection: Connection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
@@ -398,14 +425,15 @@ class ChatStore(BaseDataLayer):
             # Behind the chat's writes the journal holds, which would otherwise bring it back.
             await self.writer.keep("delete a chat", Kept(thread_id, "delete_thread", {"id": thread_id}))
         else:
-            await self.writer.write(
-                "delete a chat", lambda connection: self._apply_delete_thread(connection, {"id": thread_id})
-            )
+            data, at = {"id": thread_id}, time.time()
+            await self.writer.write("delete a chat", lambda connection: self._apply_delete_thread(connection, data, at))
         self._known_threads.discard(thread_id)
 
-    def _apply_delete_thread(self, connection: Connection, data: dict[str, Any]) -> None:
-        """Delete a chat with its messages, elements, feedback and the documents uploaded only to it."""
+    def _apply_delete_thread(self, connection: Connection, data: dict[str, Any], at: float) -> None:
+        """Delete a chat with its messages, elements, feedback and the documents uploaded only to it, for good."""
         thread_id = data["id"]
+        tombstone = self._insert(deleted_chats).on_conflict_do_nothing(index_elements=["id"])
+        connection.execute(tombstone, {"id": thread_id, "deleted_at": at})
         for table in (feedbacks, elements, steps):
             connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
         connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
@@ -454,21 +482,23 @@ class ChatStore(BaseDataLayer):
             data = {"row": row, "named": named, "metadata": metadata, "tags": tags, "actor": as_data(actor)}
             await self.writer.keep("save the chat", Kept(chat_of(actor, thread_id), "thread", data))
 
-    def _apply_thread(self, connection: Connection, data: dict[str, Any]) -> None:
-        """Create, name or change a chat for the actor; metadata is merged into the chat's."""
+    def _apply_thread(self, connection: Connection, data: dict[str, Any], at: float) -> None:
+        """Create, name or change a chat for the actor; metadata is merged into the chat's, unless it changed since."""
         row, metadata, tags, actor = data["row"], data["metadata"], data["tags"], caller_of(data["actor"])
         thread_id = row["id"]
         if not self._writable(connection, thread_id, actor, "save the chat"):
             return
         if data["named"]:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
-            connection.execute(self._name_thread, row)
+            connection.execute(self._name_thread, row | {"changed_at": at})
             created_in(connection).add(thread_id)
         if metadata is None and tags is None:
             return
-        current = connection.execute(sa.select(threads.c.metadata).where(threads.c.id == thread_id)).first()
-        if current is None:  # deleted meanwhile: a settings save does not bring it back
+        current = connection.execute(
+            sa.select(threads.c.metadata, threads.c.changed_at).where(threads.c.id == thread_id)
+        ).first()
+        if current is None or (current.changed_at or 0) > at:  # a settings save brings back no chat, no older state
             return
-        changes: dict[str, Any] = {}
+        changes: dict[str, Any] = {"changed_at": at}
         if metadata is not None:
             changes["metadata"] = {**(current.metadata or {}), **metadata}
         if tags is not None:
@@ -576,15 +606,19 @@ class ChatStore(BaseDataLayer):
         await self.writer.keep("keep a favourite prompt", Kept(chat_of(actor, step_id), "favourite", data))
         return cast("StepDict", {**step_dict, "metadata": {**(step_dict.get("metadata") or {}), "favorite": favorite}})
 
-    def _apply_favourite(self, connection: Connection, data: dict[str, Any]) -> None:
-        """Set a message's star, if it is in one of the actor's own chats."""
+    def _apply_favourite(self, connection: Connection, data: dict[str, Any], at: float) -> None:
+        """Set a message's star, if it is in one of the actor's own chats (no older copy of it replaces it then)."""
         step_id, actor = data["id"], caller_of(data["actor"])
-        row = connection.execute(sa.select(steps.c.thread_id, steps.c.metadata).where(steps.c.id == step_id)).first()
+        query = sa.select(steps.c.thread_id, steps.c.metadata, steps.c.saved_at).where(steps.c.id == step_id)
+        row = connection.execute(query).first()
         if row is None or not isinstance(actor, Actor):
             return
         if self._writable(connection, row.thread_id, actor, "keep a favourite prompt"):
             starred = {**(row.metadata or {}), "favorite": data["favorite"]}
-            connection.execute(sa.update(steps).where(steps.c.id == step_id).values(metadata=starred))
+            saved_at = max(row.saved_at or 0.0, at)
+            connection.execute(
+                sa.update(steps).where(steps.c.id == step_id).values(metadata=starred, saved_at=saved_at)
+            )
 
     @functools.cached_property
     def _starred(self) -> sa.ColumnElement[bool]:
@@ -623,4 +657,6 @@ def copied(row: RowMapping, thread_id: str, copies: dict[str, str]) -> dict[str,
 def put(connection: Connection, upsert: sa.Insert, row: dict[str, Any], what: str) -> None:
     """Run a chat row's upsert; one whose id is a row of another chat changes nothing, and is logged."""
     if not connection.execute(upsert, row).rowcount:
-        logger.warning("History: refused to %s: %s is a row of another chat", what, row["id"])
+        logger.warning(
+            "History: refused to %s: %s is a row of another chat, or a newer copy is stored", what, row["id"]
+        )

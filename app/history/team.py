@@ -14,7 +14,7 @@ from app.chat.quotas import Limits
 from app.history.accounts import delete_user, hasher, new_user, next_second, save_password
 from app.history.schema import admin_log, team_settings, threads, usage, user_limits, users
 from app.history.transcript import SHARING_KEYS
-from app.history.writer import Writer
+from app.history.writes import Writer
 
 # The defaults an admin sets for everyone, and their values until one does.
 DEFAULTS: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": False}

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from app.config import get_settings, load_or_explain
 from app.history.database import create_engine, database_url, upgrade
 from app.history.schema import usage
-from app.history.writer import Kept, Writer
+from app.history.writes import Kept, Writer
 
 
 def today() -> str:
@@ -35,7 +35,7 @@ class Usage:
                 "completion_tokens": usage.c.completion_tokens + insert.excluded.completion_tokens,
             },
         )
-        writer.appliers["usage"] = lambda connection, row: connection.execute(self._add, row)
+        writer.appliers["usage"] = lambda connection, row, _at: connection.execute(self._add, row)
 
     async def add(self, user: str, prompt_tokens: int, completion_tokens: int) -> None:
         """Count one answer's tokens (in the same batch as the answer's own write)."""
@@ -46,8 +46,8 @@ class Usage:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
         }
-        # Kept like a message: counted once the database takes it (twice only if it failed within the commit).
-        await self.writer.keep("count the tokens used", Kept(f"usage:{row['user']}", "usage", row, repeatable=False))
+        # Kept like a message: counted once the database takes it (its id makes a second try count nothing).
+        await self.writer.keep("count the tokens used", Kept(f"usage:{row['user']}", "usage", row))
 
     async def tokens_today(self, user: str) -> int:
         """Tokens the user had vLLM read and write today."""

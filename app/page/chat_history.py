@@ -21,10 +21,10 @@ from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.accounts import LOCAL_USER, Login, startup_login, verify_password
 from app.history.database import create_engine, database_url
-from app.history.journal import Journal, Saving
 from app.history.store import Actor, Caller, ChatStore, Route
 from app.history.team import Team
 from app.history.transcript import PREFERENCES_KEY
+from app.history.writes import DRAIN_S, Journal, Saving
 from app.page import lifecycle, seam
 from app.page.answer_controls import show_line
 from app.page.data_layer import TabStore
@@ -49,6 +49,8 @@ class History:
     notice: Callable[[], str] = str
     noticed: dict[str, float] = field(default_factory=dict)
     unawaited: set[asyncio.Task[None]] = field(default_factory=set)
+    # The answers being written: stopped when the app stops, so that what they showed is kept.
+    answering: Answering | None = None
 
     @property
     def kept(self) -> bool:
@@ -73,10 +75,20 @@ class History:
             if (marks := changes.get(session.thread_id)) is not None:
                 self.unawaited_write(seam.in_session(session, functools.partial(redraw_marks, marks)))
 
-    def start_saving_kept(self) -> None:
-        """Make the writes the journal took over from a stopped app, once the database answers (at start-up)."""
+    async def start(self) -> None:
+        """Take over, now and whenever one stops, the writes other app processes kept in their journals."""
         if self.store is not None:
-            self.store.writer.retry_kept()
+            await self.store.writer.start()
+
+    async def close(self) -> None:
+        """The app stops: its answers end, keeping what they showed; what waits is committed, or journaled."""
+        if self.store is None:
+            return
+        if self.answering is not None:
+            await self.answering.stop_all(DRAIN_S)
+        if self.unawaited:
+            await asyncio.wait(set(self.unawaited), timeout=DRAIN_S)
+        await self.store.close()
 
     async def save_preferences(self, preferences: dict[str, Any]) -> None:
         """Keep the chat's settings with it (Chainlit itself saves them only on disconnect)."""
@@ -153,10 +165,9 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
         # Chainlit would start its own PostgreSQL layer from DATABASE_URL: no history means none.
         cl.data_layer(lambda: None)  # type: ignore[arg-type,return-value]  # Chainlit accepts None at run time
         return History(None, login)
-    history = History(None, login, notice=notice)
+    history = History(None, login, notice=notice, answering=answering)
     journal = Journal(settings.journal_folder, settings.journal_max_mb * 1_000_000, history.saving_changed)
     journal.open()
-    metrics.watch_waiting(journal.waiting)
     store = TabStore(
         create_engine(database_url(settings.database_url, settings.data_dir)),
         open_registration=login is Login.LOCAL,
@@ -168,6 +179,7 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
         journal=journal,
     )
     history.store, history.team = store, Team(store.writer)
+    metrics.watch_waiting(journal.waiting, lambda: len(store.writer.held))
     team = history.team
     cl.data_layer(lambda: store)
     if login is Login.LOCAL:

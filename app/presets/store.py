@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from app.history.schema import presets, timestamp, user_row, users
-from app.history.writer import Writer
+from app.history.writes import Writer
 
 # The most presets one user keeps: the list of presets is shown whole when a chat starts.
 MOST_PRESETS = 20

@@ -1,6 +1,7 @@
 """GET /ready: whether this app can answer now (vLLM serves, the history database answers), for a balancer.
 
-With a history, it also says how many writes wait in the journal for the database, and the oldest one's age; behind
+With a history, it also says how many writes wait in the journal for the database, the oldest one's age, and how
+many chats' writes the database holds back for a reason of its own (an operator should look); behind
 vLLM's router, how many of its vLLM servers answer.
 """
 
@@ -31,4 +32,5 @@ async def ready(backend: Backend, store: ChatStore | None) -> JSONResponse:
     if store is not None and store.writer.journal is not None:
         waiting, age_s = store.writer.journal.waiting()
         body |= {"waiting_writes": waiting, "oldest_waiting_write_s": round(age_s, 1)}
+        body["chats_held"] = len(store.writer.held)  # writes the database refuses for a reason of its own
     return JSONResponse(body, status_code=200 if all(checks.values()) else 503)

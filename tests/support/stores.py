@@ -10,8 +10,8 @@ from chainlit.context import init_http_context
 from chainlit.user import PersistedUser, User
 from sqlalchemy.engine import Engine
 
-from app.history.journal import Journal
 from app.history.store import Caller, ChatStore, Route
+from app.history.writes import Journal
 
 TIMEOUT_S = 15.0
 

@@ -1,0 +1,27 @@
+"""What the history database keeps for the writer: the ids of the kept writes it made, so none is made twice."""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from app.history.schema import applied_writes
+
+# How long a made write's id is remembered: a journal left longer than this on a stopped server may make some of
+# its writes twice (an upsert by id or a newer state make that harmless for all but a token count).
+KEEP_IDS_S = 30 * 86_400
+
+
+def first_time(connection: Connection, write_id: str, at: float) -> bool:
+    """Note the write as made in this transaction; False if the database made it already."""
+    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    noted = insert(applied_writes).values(id=write_id, at=at).on_conflict_do_nothing(index_elements=["id"])
+    return bool(connection.execute(noted).rowcount)
+
+
+def forget_old(connection: Connection) -> None:
+    """Forget the ids of writes made longer ago than anything waiting in a journal should be."""
+    connection.execute(sa.delete(applied_writes).where(applied_writes.c.at < time.time() - KEEP_IDS_S))
