@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,15 @@ DRIVERS = {"sqlite": "sqlite+pysqlite", "postgresql": "postgresql+psycopg", "pos
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Seconds to reach PostgreSQL before the write counts as failed (libpq waits forever by default).
 POSTGRES_CONNECT_TIMEOUT_S = 10
+# TCP keepalives and a bound on unacknowledged sends: a connection whose server vanished (a half-open one, after a
+# failover or a cable pulled) fails within about half a minute instead of when TCP gives up (hours).
+POSTGRES_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
 
 
 def database_url(configured: str, data_dir: Path) -> str:
@@ -36,10 +46,14 @@ def describe(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def create_engine(url: str) -> Engine:
-    """An engine; SQLite gets WAL (readers never wait for the writer) and waits out other writers."""
+def create_engine(url: str, statement_timeout_s: float | None = None) -> Engine:
+    """An engine; SQLite gets WAL (readers never wait for the writer) and waits out other writers; PostgreSQL
+    keepalives, and statements cancelled past `statement_timeout_s` (none: no bound, as migrations need)."""
     if make_url(url).get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S})
+        connect: dict[str, Any] = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, **POSTGRES_KEEPALIVES}
+        if statement_timeout_s is not None:
+            connect["options"] = f"-c statement_timeout={math.ceil(statement_timeout_s * 1000)}"
+        return sa.create_engine(url, pool_pre_ping=True, connect_args=connect)
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)

@@ -169,7 +169,7 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
     journal = Journal(settings.journal_folder, settings.journal_max_mb * 1_000_000, history.saving_changed)
     journal.open()
     store = TabStore(
-        create_engine(database_url(settings.database_url, settings.data_dir)),
+        create_engine(database_url(settings.database_url, settings.data_dir), settings.database_timeout),
         open_registration=login is Login.LOCAL,
         timeout_s=settings.database_timeout,
         actor=tab_actor,
