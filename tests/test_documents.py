@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from typing import Any
+
+import pytest
 import sqlalchemy as sa
 
 from app.chat.attachments import Attachment
+from app.documents import library as library_module
 from app.documents.embeddings import fused, nearest, unit
 from app.documents.library import Library, Outcome
 from app.documents.split import MOST_WEIGHT, pieces, weight
+from app.errors import HistoryUnavailable
+from app.history import passage_index
 from app.history.accounts import remove_user
 from app.history.passage_index import SQLITE_TABLE
 from app.history.schema import chat_documents, documents, passages
 from app.history.store import ChatStore
-from tests.support.stores import user_with_chat
+from tests.support.stores import step, user_with_chat
 
 ENGLISH = (
     "# Maintenance\n\nThe pump must be cleaned every three months with warm water and a soft brush.\n\n"
@@ -116,6 +124,49 @@ async def test_the_library_and_chat_limits_refuse_a_document(store):
     note = Attachment("note.txt", "text/plain", ENGLISH, size=100)
     assert (await small.keep("ann", "t1", note)).outcome is Outcome.CHAT_FULL
     assert (await small.keep("ann", "t3", note)).outcome is Outcome.KEPT
+
+
+async def test_a_long_document_goes_in_by_chunks_and_a_chats_writes_are_not_held_up_behind_it(store, monkeypatch):
+    await user_with_chat(store, "ann", name="manual")
+    monkeypatch.setattr(library_module, "PASSAGES_PER_TRANSACTION", 3)
+    real_add, chunks = passage_index.add, []
+
+    def slow_add(connection: sa.Connection, rows: Any) -> None:
+        chunks.append(len(rows))
+        time.sleep(0.2)  # a big chunk on a slow disk, its transaction open
+        real_add(connection, rows)
+
+    monkeypatch.setattr(passage_index, "add", slow_add)
+    done: list[str] = []
+
+    async def upload() -> None:
+        await library_of(store).keep("ann", "t1", mixed_manual(pages=6))
+        done.append("document")
+
+    async def a_message() -> None:
+        await asyncio.sleep(0.3)  # while the document is being indexed
+        await store.create_step(step("u9", "t1", "user_message", "asked meanwhile", 3))
+        done.append("message")
+
+    await asyncio.gather(upload(), a_message())
+    assert len(chunks) > 3 and done == ["message", "document"]  # not queued behind the whole document
+    assert [document.name for document in await library_of(store).listed("ann")] == ["manual.pdf"]
+
+
+async def test_a_document_that_cannot_all_go_in_is_neither_listed_nor_left_half(store, monkeypatch):
+    await user_with_chat(store, "ann", name="manual")
+    monkeypatch.setattr(library_module, "PASSAGES_PER_TRANSACTION", 5)
+    real_add = passage_index.add
+
+    def fails_later(connection: sa.Connection, rows: Any) -> None:
+        if rows[0]["ordinal"] >= 5:
+            raise OSError(28, "No space left on device")
+        real_add(connection, rows)
+
+    monkeypatch.setattr(passage_index, "add", fails_later)
+    with pytest.raises(HistoryUnavailable):
+        await library_of(store).keep("ann", "t1", mixed_manual(pages=6))
+    assert await library_of(store).listed("ann") == [] and index_rows(store) == (0, 0, 0)
 
 
 def test_passages_keep_to_their_pages_and_size_and_lose_no_text():

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from app.chat.attachments import Attachment
 from app.chat.passages import Passage
@@ -22,6 +23,16 @@ from app.errors import HistoryUnavailable
 from app.history import passage_index
 from app.history.schema import chat_documents, documents, passages, timestamp, user_row, users
 from app.history.writes import Writer
+
+# Passages indexed per transaction: a long document's never keeps the chats' writes waiting for long.
+PASSAGES_PER_TRANSACTION = 200
+Result = TypeVar("Result")
+
+
+def in_transaction(engine: Engine, work: Callable[[Connection], Result]) -> Result:
+    """Run work in a transaction of its own (in a thread of the store's)."""
+    with engine.begin() as connection:
+        return work(connection)
 
 
 class Outcome(StrEnum):
@@ -93,7 +104,9 @@ class Library:
     async def keep(self, user: str, thread_id: str, file: Attachment, *, whole: bool = False) -> Kept:
         """A file kept as a document of the user's, split and indexed; one read whole keeps its text too.
 
-        A document too long to read whole is searched by the chat it was uploaded in from now on.
+        A document too long to read whole is searched by the chat it was uploaded in from now on. Its passages go
+        in by chunks, each a transaction of its own beside the chat's writes (a long one never holds them up); the
+        document is listed and searched once all are in, and gone again if they cannot all go in.
         """
         document_id = str(uuid.uuid4())
         rows = await asyncio.to_thread(passage_rows, document_id, file)
@@ -102,30 +115,45 @@ class Library:
             vectors = list(await self.embedder.embed([meant(row) for row in rows]) or vectors)
         rows = [row | {"embedding": vector} for row, vector in zip(rows, vectors, strict=True)]
 
-        def work(connection: Connection) -> Kept:
+        def begin(connection: Connection) -> Outcome:
             user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == user)).scalar()
             if user_id is None:
-                return Kept(Outcome.NOT_FOUND)
+                return Outcome.NOT_FOUND
             kept = sa.select(sa.func.coalesce(sa.func.sum(documents.c.bytes), 0)).where(documents.c.user_id == user_id)
             if connection.execute(kept).scalar_one() + file.size > self.most_bytes:
-                return Kept(Outcome.LIBRARY_FULL)
+                return Outcome.LIBRARY_FULL
             if not whole and self._chat_full(connection, thread_id):
-                return Kept(Outcome.CHAT_FULL)
+                return Outcome.CHAT_FULL
             pages = len(file.pages) or 1
             row = {"id": document_id, "user_id": user_id, "name": file.name[:255], "type": file.type[:255]}
             row |= {"bytes": file.size, "pages": pages, "thread_id": thread_id, "created_at": timestamp()}
-            connection.execute(sa.insert(documents), row | {"text": file.text if whole else None})
-            if rows:
-                passage_index.add(connection, rows)
+            connection.execute(sa.insert(documents), row | {"text": file.text if whole else None, "complete": False})
+            return Outcome.KEPT
+
+        def finish(connection: Connection) -> None:
+            connection.execute(sa.update(documents).where(documents.c.id == document_id).values(complete=True))
             if not whole:
                 connection.execute(
                     sa.insert(chat_documents),
                     {"thread_id": thread_id, "document_id": document_id, "added_at": timestamp()},
                 )
-            return Kept(Outcome.KEPT, document_id, len(rows))
 
-        result: Kept = await self.writer.write("keep a document", work)
-        return result
+        if (outcome := await self._transaction("keep a document", begin)) is not Outcome.KEPT:
+            return Kept(outcome)
+        try:
+            for start in range(0, len(rows), PASSAGES_PER_TRANSACTION):
+                chunk = rows[start : start + PASSAGES_PER_TRANSACTION]
+                await self._transaction("index a document", functools.partial(passage_index.add, rows=chunk))
+            await self._transaction("keep a document", finish)
+        except HistoryUnavailable:
+            with contextlib.suppress(HistoryUnavailable):  # left incomplete: never listed nor searched
+                await self._transaction("remove a document not kept", lambda c: passage_index.remove(c, [document_id]))
+            raise
+        return Kept(Outcome.KEPT, document_id, len(rows))
+
+    async def _transaction(self, what: str, work: Callable[[Connection], Result]) -> Result:
+        """Work in a transaction on a connection of its own, outside the chat writer's queue."""
+        return await self.writer.run(what, in_transaction, self.writer.engine, work)
 
     def _chat_full(self, connection: Connection, thread_id: str) -> bool:
         """Whether the chat searches as many documents as it may."""
@@ -136,7 +164,9 @@ class Library:
         """One of the user's documents searched by a chat of theirs too."""
 
         def work(connection: Connection) -> Outcome:
-            mine = sa.select(documents.c.id).where(documents.c.id == document_id, documents.c.user_id == user_row(user))
+            mine = sa.select(documents.c.id).where(
+                documents.c.id == document_id, documents.c.user_id == user_row(user), documents.c.complete
+            )
             if connection.execute(mine).first() is None:
                 return Outcome.NOT_FOUND
             there = chat_documents.c.thread_id == thread_id, chat_documents.c.document_id == document_id
@@ -154,7 +184,8 @@ class Library:
         """The user's documents by name; those a chat searches, given one."""
         count = sa.select(sa.func.count()).where(passages.c.document_id == documents.c.id).scalar_subquery()
         query = sa.select(documents.c.id, documents.c.name, documents.c.pages, documents.c.bytes, count.label("n"))
-        query = query.where(documents.c.user_id == user_row(user)).order_by(documents.c.name, documents.c.created_at)
+        query = query.where(documents.c.user_id == user_row(user), documents.c.complete)
+        query = query.order_by(documents.c.name, documents.c.created_at)
         if thread_id is not None:
             in_chat = sa.select(chat_documents.c.document_id).where(chat_documents.c.thread_id == thread_id)
             query = query.where(documents.c.id.in_(in_chat))

@@ -40,8 +40,10 @@ def add(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Store passages (each a passages row without its id) and index them."""
     connection.execute(sa.insert(passages), list(rows))
     if is_sqlite(connection):
-        document_ids = sorted({row["document_id"] for row in rows})
-        fresh = sa.select(passages.c.id, passages.c.terms).where(passages.c.document_id.in_(document_ids))
+        added = sorted({(row["document_id"], row["ordinal"]) for row in rows})
+        fresh = sa.select(passages.c.id, passages.c.terms).where(
+            sa.tuple_(passages.c.document_id, passages.c.ordinal).in_(added)
+        )
         connection.execute(
             sa.text(f"INSERT INTO {SQLITE_TABLE} (rowid, terms) VALUES (:id, :terms)"),
             [dict(row._mapping) for row in connection.execute(fresh)],
