@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import sqlite3
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 from app.history.database import create_engine, database_url
 from app.history.schema import steps, threads
 from tests.support.chat_client import ChatClient
-from tests.support.history import answer_of, started_chat, unsaved_marks
+from tests.support.history import answer_of, run_users, started_chat, unsaved_marks
 from tests.support.postgres import PostgresServer
 from tests.support.servers import ChatApp, VllmServer, free_port
 
@@ -198,3 +199,115 @@ async def test_a_full_disk_keeps_what_the_journal_can_and_marks_every_message(
             await tab.close()
         finally:
             app.stop()
+
+
+def stopped_as_a_deploy_does(app: ChatApp, grace_s: float = 15) -> None:
+    """SIGTERM, and SIGKILL if the app has not stopped within the grace period (as `make run` or an orchestrator)."""
+    assert app.process is not None
+    os.killpg(app.process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        app.process.wait(grace_s)
+    app.running.end(signal.SIGKILL)
+
+
+def cpu_seconds(process: subprocess.Popen[bytes] | None) -> float:
+    """The CPU time a process used so far (user and system), from /proc."""
+    assert process is not None
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_a_flapping_database_leaves_the_app_idle_while_away_and_every_message_stored_once(
+    vllm: VllmServer, postgres: PostgresServer
+):
+    app = ChatApp(vllm, extra_env={"DATABASE_URL": postgres.new_database("flapping"), "DATABASE_TIMEOUT": "2"})
+    app.start()
+    try:
+        tab = await started_chat(app)
+        questions = []
+        for flap in range(3):  # away, back until what waited is stored, away again
+            postgres.stop(keep_data=True)
+            try:
+                for n in range(2):
+                    questions.append(f"flap {flap}, question {n}")
+                    await turn(tab, questions[-1])
+                await tab.wait_for(lambda: len(unsaved_marks(tab)) >= 4, 30)
+                before = cpu_seconds(app.process)
+                await asyncio.sleep(4)
+                assert cpu_seconds(app.process) - before < 0.4  # idle while away: retries back off
+            finally:
+                postgres.start()
+            await tab.wait_for(lambda: not unsaved_marks(tab), 30)
+        stored = said(app, tab.thread_id_started)
+        assert [text for kind, text in stored if kind == "user_message"] == questions  # each once, in order
+        assert [kind for kind, _ in stored] == ["user_message", "assistant_message"] * len(questions)
+        await tab.close()
+    finally:
+        app.stop()
+
+
+async def test_a_chat_deleted_while_another_app_held_its_writes_stays_deleted_when_that_app_returns(
+    vllm: VllmServer, postgres: PostgresServer
+):
+    shared = {"DATABASE_URL": postgres.new_database("two_apps"), "DATABASE_TIMEOUT": "2"}
+    first, second = ChatApp(vllm, extra_env=dict(shared)), ChatApp(vllm, extra_env=dict(shared))  # own data folders
+    assert run_users(first, "add", "ann", password="ann-password").returncode == 0
+    first.start()
+    second.start()
+    try:
+        tab = await started_chat(first, credentials=("ann", "ann-password"))
+        await turn(tab, "said before the outage")
+        chat = tab.thread_id_started
+        postgres.stop(keep_data=True)
+        try:
+            await tab.change_settings({"temperature": 0.2})  # the chat's settings, kept in the journal
+            said_while_away = await turn(tab, "said while the database is away")
+            await tab.wait_for(lambda: all(unsaved_marks(tab).get(m) == "journaled" for m in said_while_away), 30)
+            first.running.end(signal.SIGKILL)  # killed, holding the chat's writes in its journal
+        finally:
+            postgres.start()
+        other = await started_chat(second, credentials=("ann", "ann-password"))
+        status, _ = await other.rest("DELETE", "/project/thread", {"threadId": chat})
+        assert status == 200 and chat_name(second, chat) is None
+        first.start()  # takes its journal over at once and makes what it can
+
+        async def nothing_waits() -> bool:
+            return bool((await ready(first))[1]["waiting_writes"] == 0)
+
+        await eventually(nothing_waits)
+        assert chat_name(first, chat) is None and said(first, chat) == []  # nothing of it came back
+        await other.close()
+    finally:
+        first.stop()
+        second.stop()
+
+
+async def test_sigterm_mid_answer_with_the_database_slow_keeps_the_question_and_the_shown_answer(
+    vllm: VllmServer, postgres: PostgresServer
+):
+    app = ChatApp(vllm, extra_env={"DATABASE_URL": postgres.new_database("sigterm"), "DATABASE_TIMEOUT": "30"})
+    app.start()
+    try:
+        tab = await started_chat(app)
+        await turn(tab, "said before")
+        chat = tab.thread_id_started
+        await tab.change_settings({"max_tokens": 4000})
+        postgres.pause()  # every commit now hangs
+        try:
+            mark = await tab.start_answer("said while the database is slow")
+            await tab.wait_for(lambda: tab.events_since(mark, "stream_start"), 60)
+            await asyncio.sleep(1)  # some of the answer shown; the question's commit still hangs
+            shown = tab.replies[tab.events_since(mark, "stream_start")[0]["id"]].streamed
+            assert shown
+            await asyncio.to_thread(stopped_as_a_deploy_does, app)
+        finally:
+            postgres.resume()
+        app.start()
+        await eventually(lambda: len(said(app, chat)) == 4)
+        stored = said(app, chat)
+        assert [kind for kind, _ in stored] == ["user_message", "assistant_message"] * 2
+        assert stored[2][1] == "said while the database is slow"
+        assert stored[3][1].startswith(shown)
+        await tab.close()
+    finally:
+        app.stop()

@@ -56,7 +56,11 @@ STALLS_BEFORE_HELD = 3
 ADOPT_EVERY_S = 10.0
 FORGET_EVERY_S = 3600.0
 # The longest a shutdown waits for queued writes to be committed before it keeps them in the journal.
-DRAIN_S = 5.0
+DRAIN_S = 3.0
+# The longest a write of what was said holds up its caller: a healthy database commits in milliseconds and the
+# page reads the chat back right after (the sidebar); a slow one gets the write later, or the journal does at
+# DATABASE_TIMEOUT, whoever waits. (A shutdown waits on Chainlit's last writes this long, not DATABASE_TIMEOUT.)
+KEEP_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class Writer:
     async def keep(self, what: str, kept: Kept) -> None:
         """Make a write of what was said, in its chat's order: now, or from the journal once the database is back.
 
-        Returns once it is made or kept (or after the timeout, while it stays queued); never raises.
+        Returns once it is made or kept (or after KEEP_WAIT_S, while it stays queued); never raises.
         """
         if self.journal is not None and self.journal.holds(kept.chat):  # behind what waits there
             await self._journal(kept)
@@ -172,7 +176,7 @@ class Writer:
         done = self._enqueue(functools.partial(self._apply, kept), kept if self.journal else None)
         done.add_done_callback(functools.partial(log_failed, what))
         with contextlib.suppress(Exception):  # logged when it settles
-            await self._in_time(asyncio.shield(done))
+            await asyncio.wait_for(asyncio.shield(done), min(self.timeout_s, KEEP_WAIT_S))
 
     async def start(self) -> None:
         """Take over the journals of stopped processes now (before any write: a chat's new writes go behind the old
@@ -183,6 +187,8 @@ class Writer:
 
     async def close(self, deadline_s: float = DRAIN_S) -> None:
         """Commit what is queued within the deadline, keep the rest in the journal; close connections and threads."""
+        if self._closing:  # Chainlit closes its data layer too, after the app's own shutdown did
+            return
         self._closing = True
         for task in (self._watching, self._retries):
             if task is not None:
@@ -190,9 +196,11 @@ class Writer:
         if self._writer is not None and not self._writer.done():
             await asyncio.wait({self._writer}, timeout=min(deadline_s, self.timeout_s))
         if self.journal is not None:
-            for queued in [*self._in_flight, *self._queue]:
-                if queued.kept is not None and not queued.journaled:
-                    self._journal_for(queued)
+            left = [queued for queued in [*self._in_flight, *self._queue] if queued.kept and not queued.journaled]
+            for queued in left:
+                self._journal_for(queued)
+            if left:
+                logger.warning("History: %d write(s) not committed at shutdown wait in the journal", len(left))
             with contextlib.suppress(TimeoutError):  # a disk that hangs: what was not synced is lost with it
                 await asyncio.wait_for(self.journal.close(), deadline_s)
         if self._writer is not None:
