@@ -27,7 +27,7 @@ from app.history.replicas import Replicas
 from app.history.store import ChatStore
 from app.history.usage import Usage
 from app.i18n import text
-from app.identity.claims import LOCAL_USER
+from app.identity.claims import LOCAL_USER, ProxyHeaders
 from app.local_link import KEY_VARIABLE
 from app.page import seam, sign_on
 from app.page.chat_history import History, keep_history
@@ -37,7 +37,7 @@ from app.presets.store import PresetStore
 from app.web import guards, local_key, origins, proxies, readiness, share_links, uploads
 from app.web.login_sessions import SessionGate, Sessions, watch_logins
 from app.web.protection import body_limit, security_headers
-from app.web.proxies import ProxyGate, believed_headers
+from app.web.proxies import ProxyGate
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def build(settings: Settings) -> App:
     # Behind a sign-in proxy, its address is checked before anything else reads the request.
     seam.surround(
         *(
-            [Middleware(ProxyGate, proxies=settings.proxy_networks, believed=believed_headers(settings))]
+            [Middleware(ProxyGate, proxies=settings.proxy_networks, believed=ProxyHeaders.of(settings))]
             if settings.proxy_networks
             else []
         ),

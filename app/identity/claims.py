@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.config import Settings
+
 # The passwordless user of a chat without users (loopback only), and the names nobody else may have.
 LOCAL_USER = "local"
 RESERVED_NAMES = frozenset({LOCAL_USER})
@@ -54,6 +56,15 @@ class ProxyHeaders:
     user: str
     email: str = ""
     groups: str = ""
+
+    @classmethod
+    def of(cls, settings: Settings) -> ProxyHeaders:
+        """The sign-on headers the settings name: only a trusted proxy may send them."""
+        return cls(
+            settings.trusted_user_header.strip(),
+            settings.trusted_email_header.strip(),
+            settings.trusted_groups_header.strip(),
+        )
 
     def names(self) -> tuple[str, ...]:
         """The believed headers' names."""

@@ -15,9 +15,8 @@ from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.identities import Identities
 from app.history.team import Team
-from app.identity.claims import Claim, Refusal, admin_of, from_openid, from_proxy
+from app.identity.claims import Claim, ProxyHeaders, Refusal, admin_of, from_openid, from_proxy
 from app.page import seam
-from app.web.proxies import believed_headers
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ def install(settings: Settings, team: Team) -> bool:
     sign_on = SignOn(settings, team)
     verified_by = settings.verified_email_providers
     if settings.proxy_networks:
-        believed = believed_headers(settings)
+        believed = ProxyHeaders.of(settings)
 
         @cl.header_auth_callback
         async def proxy_user(headers: Headers) -> cl.User | None:

@@ -99,19 +99,10 @@ def raw_names(names: Iterable[str]) -> frozenset[bytes]:
     return frozenset(name.lower().encode("latin-1") for name in names)
 
 
-def believed_headers(settings: Settings) -> ProxyHeaders:
-    """The sign-on headers the settings name: only a trusted proxy may send them."""
-    return ProxyHeaders(
-        settings.trusted_user_header.strip(),
-        settings.trusted_email_header.strip(),
-        settings.trusted_groups_header.strip(),
-    )
-
-
 def announce(settings: Settings) -> None:
     """One line at start-up: which sign-on headers are believed, from which addresses."""
     if settings.proxy_networks:
         proxies = ", ".join(map(str, settings.proxy_networks))
-        log.info("Sign-on headers believed from %s only: %s", proxies, ", ".join(believed_headers(settings).names()))
+        log.info("Sign-on headers believed from %s only: %s", proxies, ", ".join(ProxyHeaders.of(settings).names()))
     else:
         log.info("No sign-on header is believed (TRUSTED_PROXIES is empty)")

@@ -1,5 +1,6 @@
 """The local user's link, Jupyter's way: a key made at every start, printed, kept in DATA_DIR/local-link (mode 600),
-opened in a browser when there is a display. `python -m app.local_link` (make link) prints it again.
+opened in a browser when there is a display. `python -m app.local_link` (make link) prints it again; its
+`open URL` is the opener, a process of its own.
 
 Anything on this machine (a reverse proxy, a tunnel) reaches loopback: the chat of a machine without users is the
 local user's only with the key (app/web/local_key.py).
@@ -12,19 +13,15 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
-import webbrowser
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from app.config import Settings, get_settings, load_or_explain
+from app.config import Settings
 from app.history.accounts import Login
 
 # The app's own variable that hands the key from `python -m app` to Chainlit's process.
 KEY_VARIABLE = "CHAT_LOCAL_KEY"
 LINK_FILE = "local-link"
-# How long the opener waits for the chat to listen before it gives up.
-OPEN_WITHIN_S = 120.0
 
 
 def hand_out(settings: Settings, login: Login) -> str:
@@ -87,39 +84,3 @@ def open_later(settings: Settings, url: str) -> None:
     """Open the link in a browser once the chat listens, in a process of its own (the app execs Chainlit)."""
     if settings.open_browser and has_display():
         subprocess.Popen([sys.executable, "-m", "app.local_link", "open", url], start_new_session=True)
-
-
-def open_when_listening(url: str) -> None:
-    """Wait for the chat to listen, then open the link in a graphical browser (never a console one)."""
-    deadline = time.monotonic() + OPEN_WITHIN_S
-    while not listening(url):
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.5)
-    try:
-        browser = webbrowser.get()
-    except webbrowser.Error:  # no browser at all
-        return
-    # Console browsers (lynx, w3m, $BROWSER) are plain GenericBrowser: they would take over the terminal.
-    if type(browser) is not webbrowser.GenericBrowser:
-        browser.open(url)
-
-
-def main() -> int:
-    """`make link`: print the running chat's link; `open URL`: the opener that open_later starts."""
-    if sys.argv[1:2] == ["open"] and len(sys.argv) == 3:
-        open_when_listening(sys.argv[2])
-        return 0
-    settings = load_or_explain(get_settings, "make link")
-    if settings is None:
-        return 2
-    url = running_link(settings.data_dir)
-    if url is None:
-        print("make link: no chat of the local user runs here now (`make chat` or `make run` starts one).")
-        return 1
-    print(f"Chat UI: {url}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
