@@ -74,6 +74,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "llama_app": ("llama", "app"),
     "admin_app": ("vllm", "app"),  # test_admin.py, test_browser_admin.py
     "proxied": ("vllm", "app", "nginx"),  # test_sign_on.py
+    "user_header_only": ("vllm", "app", "nginx"),
     "openid": ("vllm", "app"),
     "routed": ("vllm", "app"),  # test_router.py: two vLLM servers behind vLLM's router
 }
