@@ -66,8 +66,8 @@ def replicas(vllm: VllmServer, postgres: PostgresServer) -> Iterator[Replicas]:
 def browser_tab(replicas: Replicas, session_id: str, **more: Any) -> ChatClient:
     """A tab of the page served by the balancer: its Origin, polling first then websocket, as the page connects."""
     url = replicas.balancer.url
-    page = {"headers": {"Origin": url}, "transports": ("polling", "websocket"), "credentials": USER}
-    return ChatClient(url, session_id=session_id, **page, **more)
+    page: dict[str, Any] = {"headers": {"Origin": url}, "transports": ("polling", "websocket")}
+    return ChatClient(url, session_id=session_id, credentials=USER, **page, **more)
 
 
 async def call(tab: ChatClient, method: str, path: str, body: Any = None) -> tuple[int, Any, str]:

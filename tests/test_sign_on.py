@@ -65,7 +65,7 @@ OIDC_USERS: dict[str, dict[str, Any]] = {
     "frank": {"preferred_username": "frank", "email": "root@example.com", "email_verified": "false"},
 }
 ROOT = ("root", "root-password")
-OPEN = {"system_prompt": None, "hidden_presets": [], "open_sign_on": True}
+OPEN: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": True}
 CLOSED = {**OPEN, "open_sign_on": False}
 
 

@@ -28,6 +28,7 @@ from app.i18n import language_of, text
 from app.identity.claims import Refusal, local
 from app.page import seam
 from app.web.login_sessions import Sessions, request_token, unchecked
+from app.web.shared_page import PAGE
 
 log = logging.getLogger(__name__)
 QUERY = "key"
@@ -41,25 +42,12 @@ FORWARDING = (
     "cf-connecting-ip",
     "true-client-ip",
 )
-PAGE = """<!DOCTYPE html>
-<html lang="{lang}">
-<head>
-<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>
-</head>
-<body style="font-family: system-ui, sans-serif; line-height: 1.5; max-width: 40rem; margin: 2rem auto; padding: 1rem">
-<main>
-<h1 style="font-size: 1.4rem">{title}</h1>
-<p>{about}</p>
-{wrong}
+FORM = """{wrong}
 <form method="get" action="{path}">
 <label for="key">{field}</label>
 <input id="key" name="key" type="password" autocomplete="off" required style="display: block; margin: 0.5rem 0">
 <button type="submit">{open}</button>
-</form>
-</main>
-</body>
-</html>
-"""
+</form>"""
 
 
 @dataclass(frozen=True)
@@ -134,16 +122,14 @@ class KeyGate:
     def key_page(self, request: Request, *, wrong: bool) -> Response:
         """The page saying whose chat this is and where the link is, with a field for its key (401)."""
         lang = language_of(self.language or request.headers.get("accept-language"))
-        page = PAGE.format(
-            lang=lang,
-            title=html.escape(text(lang, "key_title")),
-            about=html.escape(text(lang, "key_about")),
+        form = FORM.format(
             wrong=f'<p role="alert">{html.escape(text(lang, "key_wrong"))}</p>' if wrong else "",
             path=html.escape(request.url.path),
             field=html.escape(text(lang, "key_field")),
             open=html.escape(text(lang, "key_open")),
         )
-        return HTMLResponse(page, status_code=401)
+        title, about = html.escape(text(lang, "key_title")), html.escape(text(lang, "key_about"))
+        return HTMLResponse(PAGE.format(lang=lang, title=title, about=about, body=form), status_code=401)
 
 
 async def header_login(local_key: LocalKey, params: dict[str, Any], endpoint: seam.Handler) -> Any:
