@@ -63,7 +63,9 @@ class MakeRun:
 def started(name: str, ports: tuple[int, int], mark: str, **settings: str) -> Generator[MakeRun, None, None]:
     """`make run` with these settings until the chat UI answers on ports[1]; whatever it leaves is killed after."""
     data_dir = LOGS.parent / "data" / f"make-run-{mark}"
-    env = user_make_environment(CHAT_PORT=str(ports[1]), DATA_DIR=str(data_dir), TEST_RUN_MARK=mark, **settings)
+    env = user_make_environment(
+        CHAT_PORT=str(ports[1]), DATA_DIR=str(data_dir), OPEN_BROWSER="false", TEST_RUN_MARK=mark, **settings
+    )
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / f"make-run-{name}.log"
     with open(log_path, "wb") as log:

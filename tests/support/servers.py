@@ -42,10 +42,9 @@ KEY_LINK = re.compile(r"^Chat UI: http://localhost:\d+/\?key=([\w-]+)", re.MULTI
 
 
 def hermetic_environment(**settings: str) -> dict[str, str]:
-    """The inherited environment without the project's settings and without .env, plus what a test means (no test
-    opens a browser window on a developer's display)."""
+    """The inherited environment without the project's settings and without .env, plus what a test means."""
     inherited = {name: value for name, value in os.environ.items() if name not in PROJECT_VARIABLES}
-    return {**inherited, "PYTHON_DOTENV_DISABLED": "1", "OPEN_BROWSER": "false", **settings}
+    return {**inherited, "PYTHON_DOTENV_DISABLED": "1", **settings}
 
 
 def with_key(url: str) -> str:
@@ -470,6 +469,7 @@ class ChatApp:
             CHAT_HOST="127.0.0.1",
             CHAT_PORT=str(self.port),
             DATA_DIR=str(self.data_dir),
+            OPEN_BROWSER="false",  # no window on a developer's display
             **self.extra_env,
         )
         started_at = self.log_path.stat().st_size if self.log_path.exists() else 0
