@@ -141,7 +141,7 @@ chat: install-app ## Start the chat UI; without users it prints (and opens) the 
 
 .PHONY: link
 link: install-app ## Print the running chat's key link again (a chat without users: the local user's)
-	$(APP_PY) -m app.local_link
+	@$(APP_PY) -m app.local_link
 
 .PHONY: run
 run: install $(RUN_DEPS) ## Start vLLM (or llama.cpp; or the router when VLLM_SERVERS is set), wait until it serves, then the chat UI; Ctrl-C stops both

@@ -23,6 +23,7 @@ from tests.support.servers import (
     free_port,
     marked_processes,
     port_is_free,
+    remember_key,
     user_make_environment,
     wait_http,
 )
@@ -80,6 +81,7 @@ def started(name: str, ports: tuple[int, int], mark: str, **settings: str) -> Ge
     run = MakeRun(process, mark, ports, log_path, data_dir)
     try:
         wait_http(f"http://127.0.0.1:{ports[1]}/", process, 300, {})
+        remember_key(f"http://127.0.0.1:{ports[1]}", run.output())
         yield run
     finally:
         for pid in marked_processes(mark):  # whatever a failed test left behind

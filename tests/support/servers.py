@@ -47,6 +47,13 @@ def hermetic_environment(**settings: str) -> dict[str, str]:
     return {**inherited, "PYTHON_DOTENV_DISABLED": "1", **settings}
 
 
+def remember_key(url: str, printed: str) -> None:
+    """Keep the key an app at url printed in its `Chat UI:` line (a start with logins prints none: forgotten)."""
+    LOCAL_KEYS.pop(url, None)
+    if (found := KEY_LINK.search(printed)) is not None:
+        LOCAL_KEYS[url] = found[1]
+
+
 def with_key(url: str) -> str:
     """The URL with its app's key, as the printed link carries it (unchanged for an app with logins)."""
     parts = urllib.parse.urlsplit(url)
@@ -477,10 +484,7 @@ class ChatApp:
         self.running.wait_ready(self.url + "/", timeout, {})
         with open(self.log_path, "rb") as log:  # this start's lines: the log goes on across restarts
             log.seek(started_at)
-            printed = KEY_LINK.search(log.read().decode(errors="replace"))
-        LOCAL_KEYS.pop(self.url, None)
-        if printed is not None:
-            LOCAL_KEYS[self.url] = printed[1]
+            remember_key(self.url, log.read().decode(errors="replace"))
 
     @property
     def key_link(self) -> str:
