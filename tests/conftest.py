@@ -82,7 +82,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
 NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {
     ("history_app", "postgresql"): ("postgres",),
     ("store", "postgresql"): ("postgres",),  # test_store.py
-    ("history", "postgresql"): ("postgres",),  # test_identities.py
+    ("sign_on_history", "postgresql"): ("postgres",),  # test_identities.py
 }
 
 

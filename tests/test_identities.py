@@ -80,7 +80,7 @@ CASES: list[tuple[str, Claim, bool, bool | None, str | Refusal]] = [
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def history(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+def sign_on_history(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     """A fresh, migrated history with the users of the table, on SQLite or PostgreSQL."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'chat.db'}"
@@ -103,15 +103,21 @@ def history(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
 
 
 @pytest.fixture
-async def signing(history: Engine) -> AsyncIterator[Identities]:
-    writer = Writer(history, 15.0)
+async def signing(sign_on_history: Engine) -> AsyncIterator[Identities]:
+    writer = Writer(sign_on_history, 15.0)
     yield Identities(writer)
     await writer.close()
 
 
 @pytest.mark.parametrize(("case", "claim", "open_sign_on", "admin", "expected"), CASES, ids=[c[0] for c in CASES])
 async def test_a_sign_on_resolves_to_its_identitys_user_and_never_by_name(
-    signing: Identities, history: Engine, case: str, claim: Claim, open_sign_on: bool, admin: bool | None, expected
+    signing: Identities,
+    sign_on_history: Engine,
+    case: str,
+    claim: Claim,
+    open_sign_on: bool,
+    admin: bool | None,
+    expected: str | Refusal,
 ):
     outcome = await signing.resolve(claim, admin=admin, open_sign_on=open_sign_on)
     if isinstance(expected, Refusal):
@@ -121,7 +127,7 @@ async def test_a_sign_on_resolves_to_its_identitys_user_and_never_by_name(
     # From now on the identity is that user's, whatever the claim's name or e-mail, sign-on open or not.
     again = await signing.resolve(Claim(claim.provider, claim.subject, "someone else"), admin=None, open_sign_on=False)
     assert again == SignedOn(expected, "its linked identity"), case
-    with history.connect() as connection:
+    with sign_on_history.connect() as connection:
         row = connection.execute(sa.select(users).where(users.c.identifier == expected)).one()
     assert row.is_admin == (expected == "root" or bool(admin)), case
     if expected not in ("pat", "alice"):  # a new user: the e-mail kept only when verified
