@@ -136,8 +136,12 @@ router: install-app install-router ## Start vLLM's router on 127.0.0.1:8100 in f
 	ROUTER_VENV=$(ROUTER_VENV) $(APP_PY) -m serving.router
 
 .PHONY: chat
-chat: install-app ## Start the chat UI (default http://localhost:7860)
+chat: install-app ## Start the chat UI; without users it prints (and opens) the local user's key link
 	$(APP_PY) -m app
+
+.PHONY: link
+link: install-app ## Print the running chat's key link again (a chat without users: the local user's)
+	@$(APP_PY) -m app.local_link
 
 .PHONY: run
 run: install $(RUN_DEPS) ## Start vLLM (or llama.cpp; or the router when VLLM_SERVERS is set), wait until it serves, then the chat UI; Ctrl-C stops both

@@ -6,9 +6,10 @@ import os
 import sys
 from pathlib import Path
 
+from app import local_link
 from app.config import get_settings, load_or_explain
 from app.errors import HistoryUnreachable, LoginRequired
-from app.history.accounts import startup_login
+from app.history.accounts import Login, startup_login
 
 
 def main() -> int:
@@ -22,15 +23,16 @@ def main() -> int:
         return 2
     chainlit = Path(sys.executable).with_name("chainlit")
     main_py = Path(__file__).with_name("main.py")
-    print(f"Chat UI: http://localhost:{settings.chat_port} (login: {login})", flush=True)
+    print(local_link.hand_out(settings, login), flush=True)
     # Chainlit reads .chainlit/ and chainlit*.md from the working directory: the project root.
     os.chdir(main_py.parent.parent)
     # Measured cheaper per streamed token than uvicorn's pure-Python wsproto (README, Benchmarks);
     # uvicorn deprecates its older `websockets` implementation in favour of this one.
     os.environ.setdefault("UVICORN_WS_PROTOCOL", "websockets-sansio")
-    if settings.proxy_networks:
+    if settings.proxy_networks or login is Login.LOCAL:
         # uvicorn would replace the connection's address by X-Forwarded-For's for any loopback peer: the app
-        # checks the connection's own against TRUSTED_PROXIES first (app/web/sign_on.py), then reads the header.
+        # checks the connection's own against TRUSTED_PROXIES first (app/web/proxies.py), then reads the header;
+        # the local user's refusals log the real peer (a proxy in front of it is what they are about).
         os.environ["FORWARDED_ALLOW_IPS"] = ""
     os.execv(
         chainlit,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from dataclasses import dataclass
 
 from starlette.middleware import Middleware
@@ -20,20 +21,23 @@ from app.config import Settings
 from app.documents.embeddings import Embedder
 from app.documents.library import Library
 from app.errors import HistoryUnavailable
-from app.history.accounts import LOCAL_USER, Login, auth_secret
+from app.history.accounts import Login, auth_secret
+from app.history.identities import Identities
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
 from app.history.usage import Usage
 from app.i18n import text
+from app.identity.claims import LOCAL_USER, ProxyHeaders
+from app.local_link import KEY_VARIABLE
 from app.page import seam, sign_on
 from app.page.chat_history import History, keep_history
 from app.page.lifecycle import tab_language
 from app.page.pipeline import Pipeline
 from app.presets.store import PresetStore
-from app.web import guards, origins, readiness, share_links, uploads
+from app.web import guards, local_key, origins, proxies, readiness, share_links, uploads
 from app.web.login_sessions import SessionGate, Sessions, watch_logins
 from app.web.protection import body_limit, security_headers
-from app.web.proxies import ProxyGate, sign_on_headers
+from app.web.proxies import ProxyGate
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,13 @@ def build(settings: Settings) -> App:
     if store is not None:
         secret = auth_secret(settings.data_dir)
         sessions = watch_logins(settings, store, passwords=history.login is Login.PASSWORD, secret=secret)
+    key_gate = None
+    if history.login is Login.LOCAL and sessions is not None:
+        key = local_key.LocalKey(os.environ.get(KEY_VARIABLE, ""), f"local_key_{settings.chat_port}")
+        key_gate = local_key.install(key, sessions, settings.language)
     if history.team is not None:
         sign_on.install(settings, history.team)
+    proxies.announce(settings)
     guards.install(store)
     share_links.install(settings)
     uploads.install(settings)
@@ -100,7 +109,7 @@ def build(settings: Settings) -> App:
     # Behind a sign-in proxy, its address is checked before anything else reads the request.
     seam.surround(
         *(
-            [Middleware(ProxyGate, proxies=settings.proxy_networks, headers=sign_on_headers(settings))]
+            [Middleware(ProxyGate, proxies=settings.proxy_networks, believed=ProxyHeaders.of(settings))]
             if settings.proxy_networks
             else []
         ),
@@ -110,12 +119,15 @@ def build(settings: Settings) -> App:
         *([Middleware(SessionGate, sessions=sessions)] if sessions is not None else []),
     )
     seam.innermost(security_headers(settings))  # inside Chainlit's gzip: it rewrites the page
+    if key_gate is not None:
+        seam.innermost(key_gate)  # inside the security headers: its page gets them too
     quotas = Quotas(
         settings.answers_per_user,
         settings.messages_per_minute,
         settings.daily_token_quota,
         Usage(store.writer) if store is not None else None,  # usage counted only with a history to keep it in
-        frozenset() if settings.limit_local_user else frozenset({LOCAL_USER}),
+        # Exemption follows the login mode, never a name alone: only the local user of a chat without users.
+        frozenset({LOCAL_USER}) if history.login is Login.LOCAL and not settings.limit_local_user else frozenset(),
         history.team,  # limits an admin set for one user, read at each of their messages
     )
     interval_s = settings.stream_interval_ms / 1000
@@ -144,7 +156,8 @@ def build(settings: Settings) -> App:
     if store is not None and history.team is not None:
         gate = Gate(history.team, local_admin=history.login is Login.LOCAL)
         replicas = Replicas(store.writer)
-        admin_api.install(Admin(gate, history.team, settings, backend, store, quotas, replicas, sessions))
+        identities = Identities(store.writer)
+        admin_api.install(Admin(gate, history.team, settings, backend, store, quotas, replicas, sessions, identities))
         admin_page.install(gate, settings.language)
     return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas)
 

@@ -165,8 +165,17 @@ class Settings(EnvSettings):
         "empty: no sign-on header is trusted",
     )
     trusted_user_header: str = Field("X-Forwarded-User", description="the proxy's header naming the signed-in user")
-    trusted_email_header: str = Field("X-Forwarded-Email", description="the proxy's header with the user's e-mail")
-    trusted_groups_header: str = Field("X-Forwarded-Groups", description="the proxy's header with the user's groups")
+    trusted_email_header: str = Field(
+        "", description="the proxy's header with the user's e-mail (e.g. X-Forwarded-Email); empty: none believed"
+    )
+    trusted_groups_header: str = Field(
+        "", description="the proxy's header with the user's groups (e.g. X-Forwarded-Groups); empty: none believed"
+    )
+    sign_on_verified_email_providers: str = Field(
+        "",
+        description="sign-on providers whose e-mails count as verified without an email_verified claim "
+        "(proxy, generic, github ...), comma-separated",
+    )
     sign_on_groups_claim: str = Field("groups", description="the OpenID Connect claim listing the user's groups")
     sign_on_admin_group: str = Field(
         "", description="the group whose members are admins when they sign on (header or OIDC); empty: none"
@@ -175,6 +184,7 @@ class Settings(EnvSettings):
     messages_per_minute: int = Field(20, ge=1, description="messages one user may send in a minute")
     daily_token_quota: int = Field(0, ge=0, description="tokens (prompt + answer) per user and UTC day; 0: none")
     limit_local_user: bool = Field(False, description="apply the per-user limits to the passwordless local user")
+    open_browser: bool = Field(True, description="open the local user's link in a browser when there is a display")
     metrics_port: int = Field(0, ge=0, le=65535, description="Prometheus metrics on 127.0.0.1:PORT; 0: off")
     frame_ancestors: str = Field("", description="web origins that may show the chat in a frame; empty: none")
     max_request_mb: float = Field(2.0, gt=0, description="largest request body, uploads included (413 beyond)")
@@ -251,6 +261,11 @@ class Settings(EnvSettings):
         """The trusted proxies' networks (a single address is a network of one)."""
         entries = (e.strip() for e in self.trusted_proxies.split(",") if e.strip())
         return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries)
+
+    @property
+    def verified_email_providers(self) -> frozenset[str]:
+        """The sign-on providers trusted to verify the e-mails they send."""
+        return frozenset(p.strip() for p in self.sign_on_verified_email_providers.split(",") if p.strip())
 
     @property
     def upload_endings(self) -> frozenset[str]:

@@ -36,7 +36,8 @@ REFUSALS = Counter(
     "chat_refusals",
     "Requests refused, by reason: busy, empty_message, answers_at_once, too_many_messages, quota_used, "
     "message_too_long, origin, host, login_throttled, body_too_large, ended_session, too_many_files, file_* "
-    "(an attached file refused), admin (the admin page refused), sign_on (a sign-on header from elsewhere)",
+    "(an attached file refused), admin (the admin page refused), sign_on (a sign-on header from elsewhere), "
+    "local_key (the local user asked for without this start's key)",
     ["reason"],
 )
 HISTORY_WRITE_FAILURES = Counter("chat_history_write_failures", "History writes that failed, by what they were for")

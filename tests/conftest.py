@@ -74,6 +74,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "llama_app": ("llama", "app"),
     "admin_app": ("vllm", "app"),  # test_admin.py, test_browser_admin.py
     "proxied": ("vllm", "app", "nginx"),  # test_sign_on.py
+    "user_header_only": ("vllm", "app", "nginx"),
     "openid": ("vllm", "app"),
     "routed": ("vllm", "app"),  # test_router.py: two vLLM servers behind vLLM's router
 }
@@ -81,6 +82,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
 NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {
     ("history_app", "postgresql"): ("postgres",),
     ("store", "postgresql"): ("postgres",),  # test_store.py
+    ("sign_on_history", "postgresql"): ("postgres",),  # test_identities.py
 }
 
 

@@ -26,7 +26,7 @@ from tests.support.browser import (
     wait_for_request,
 )
 from tests.support.history import run_users
-from tests.support.servers import ROOT, ChatApp, VllmServer, running
+from tests.support.servers import ROOT, ChatApp, VllmServer, running, with_key
 from tests.support.versions import as_prompt
 
 pytestmark = pytest.mark.browser
@@ -311,7 +311,7 @@ def test_the_page_loads_nothing_foreign_and_works_under_its_security_policy(brow
     # A request the page cancels itself (it reloads after logging in) is not a failed load.
     page.on("requestfailed", lambda r: None if r.failure == "net::ERR_ABORTED" else failed.append(r.url))
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.goto(chat_app.url)
+    page.goto(with_key(chat_app.url))
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
     send(page, "under the policy")
     wait_answer_done(page, 2)

@@ -14,7 +14,7 @@ from app.i18n import text
 from tests.support.browser import ANSWERS, logged_in, open_chat, send, shoot, wait_answer_done
 from tests.support.history import run_users
 from tests.support.lighthouse import audit, debugged_chromium, failing
-from tests.support.servers import ChatApp, VllmServer
+from tests.support.servers import ChatApp, VllmServer, with_key
 
 EN = TEXT["en"]
 
@@ -101,7 +101,7 @@ def test_lighthouse_scores_the_admin_page_accessible(playwright: Playwright, cha
     # The local user (loopback, no users) is an admin: the first visit logs the profile in.
     with debugged_chromium(playwright, tmp_path_factory.mktemp("lighthouse-admin")) as (context, port):
         page = context.new_page()
-        page.goto(chat_app.url)
+        page.goto(with_key(chat_app.url))
         expect(page.locator(ANSWERS).first).to_contain_text("admin page", timeout=30_000)
         page.close()
         report = audit(chat_app.url + "/admin", port, "lighthouse-admin")

@@ -34,7 +34,7 @@ from tests.support.browser import (
 )
 from tests.support.history import run_users
 from tests.support.lighthouse import LIGHTHOUSE_DIR, audit, debugged_chromium, failing
-from tests.support.servers import ROOT, ChatApp, running
+from tests.support.servers import ROOT, ChatApp, running, with_key
 
 PUBLIC = ROOT / "public"
 AXE = LIGHTHOUSE_DIR / "axe-core" / "axe.min.js"  # the axe-core Lighthouse runs, pinned by the same lock file
@@ -241,7 +241,7 @@ def test_chromium_finds_the_chat_installable_with_its_manifest_open_to_anyone(
     # A profile on disk: in an incognito-like context (Playwright's usual one) no app can be installed.
     context = playwright.chromium.launch_persistent_context(tmp_path, executable_path=CHROMIUM, args=ARGS)
     page = context.new_page()
-    page.goto(chat_app.url)
+    page.goto(with_key(chat_app.url))
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
     devtools = context.new_cdp_session(page)
     assert devtools.send("Page.getInstallabilityErrors")["installabilityErrors"] == []
@@ -262,7 +262,7 @@ def lighthouse(playwright: Playwright, chat_app: ChatApp, tmp_path_factory: pyte
     # chat's own address opens the chat (a fresh profile would land on a new chat after logging in).
     with debugged_chromium(playwright, tmp_path_factory.mktemp("lighthouse-profile")) as (context, port):
         page = context.new_page()
-        page.goto(chat_app.url)
+        page.goto(with_key(chat_app.url))
         answered(page, "a chat for Lighthouse", versions=True)
         newest = {"pagination": {"first": 1}, "filter": {}}
         listed = page.context.request.post(chat_app.url + "/project/threads", data=newest)

@@ -23,7 +23,9 @@ TIERS = {
     "app.page": 3,  # everything that touches Chainlit
     "app.documents": 2,  # a feature's storage: documents kept, indexed and searched
     "app.history": 2,  # storage
+    "app.local_link": 6,  # `make chat`'s key link for the local user, `make link`
     "app.chat": 1,  # the chat core
+    "app.identity": 1,  # who a request is: pure decisions
     "app": 0,  # the package itself (an empty __init__): its modules have tiers of their own
     "app.config": 0,
     "app.errors": 0,

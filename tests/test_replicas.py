@@ -19,7 +19,7 @@ import pytest
 
 from app.config import DEFAULT_SYSTEM_PROMPT
 from tests.support.chat_client import ChatClient
-from tests.support.history import answer_of, unsaved_marks
+from tests.support.history import answer_of, run_users, unsaved_marks
 from tests.support.nginx import NginxBalancer
 from tests.support.postgres import PostgresServer
 from tests.support.servers import ChatApp, VllmServer, free_port, running
@@ -28,7 +28,9 @@ pytestmark = pytest.mark.app
 
 SESSION_COOKIE = "X-Chainlit-Session-id"
 # Requests the page makes before it has its session cookie: the balancer hashes them on the client's address.
-COOKIELESS = ("/auth/config", "/auth/header", "/set-session-cookie")
+COOKIELESS = ("/auth/config", "/login", "/set-session-cookie")
+# Replicas behind a balancer serve a network: they run with logins (the local user is one machine's own).
+USER = ("rita", "rita-password")
 # nginx's `balancer` log format (tests/support/nginx.py).
 ACCESS_LINE = re.compile(
     r'^\S+ "(?P<method>\S+) (?P<path>\S+) [^"]*" (?P<status>\d{3}) -> (?P<upstreams>.*) \(.*\) \S+ s$'
@@ -44,7 +46,7 @@ class Replicas:
 
 @pytest.fixture
 def replicas(vllm: VllmServer, postgres: PostgresServer) -> Iterator[Replicas]:
-    """Two replicas sharing a fresh database and the login secret (not their data folders), behind nginx."""
+    """Two replicas sharing a fresh database, a user and the login secret (not their data folders), behind nginx."""
     ports = [free_port(), free_port()]
     assert ports[0] != ports[1]
     balancer = NginxBalancer(ports, "replicas", fail_timeout=1)
@@ -56,6 +58,7 @@ def replicas(vllm: VllmServer, postgres: PostgresServer) -> Iterator[Replicas]:
         "ALLOWED_ORIGINS": balancer.url,
     }
     apps = [ChatApp(vllm, port=port, extra_env=dict(env)) for port in ports]
+    assert run_users(apps[0], "add", USER[0], password=USER[1]).returncode == 0
     with running(*apps, balancer):
         yield Replicas(balancer, {f"127.0.0.1:{app.port}": app for app in apps}, secret)
 
@@ -63,7 +66,8 @@ def replicas(vllm: VllmServer, postgres: PostgresServer) -> Iterator[Replicas]:
 def browser_tab(replicas: Replicas, session_id: str, **more: Any) -> ChatClient:
     """A tab of the page served by the balancer: its Origin, polling first then websocket, as the page connects."""
     url = replicas.balancer.url
-    return ChatClient(url, headers={"Origin": url}, transports=("polling", "websocket"), session_id=session_id, **more)
+    page: dict[str, Any] = {"headers": {"Origin": url}, "transports": ("polling", "websocket")}
+    return ChatClient(url, session_id=session_id, credentials=USER, **page, **more)
 
 
 async def call(tab: ChatClient, method: str, path: str, body: Any = None) -> tuple[int, Any, str]:
@@ -183,7 +187,7 @@ async def test_a_chat_goes_on_through_the_balancer_after_its_replica_stops(repli
     offset = await log_mark(replicas)
     tab = browser_tab(replicas, first_id)
     await tab.log_in()
-    assert jwt.decode(tab.cookies["access_token"], replicas.secret, algorithms=["HS256"])["identifier"] == "local"
+    assert jwt.decode(tab.cookies["access_token"], replicas.secret, algorithms=["HS256"])["identifier"] == USER[0]
     assert await set_session_cookie(tab) == login_replica  # no session cookie yet
     await tab.connect()
     sid = tab.sio.eio.sid

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -22,6 +23,7 @@ from tests.support.servers import (
     free_port,
     marked_processes,
     port_is_free,
+    remember_key,
     user_make_environment,
     wait_http,
 )
@@ -37,6 +39,7 @@ class MakeRun:
     mark: str
     ports: tuple[int, int]
     log: Path
+    data_dir: Path
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -60,8 +63,9 @@ class MakeRun:
 
 def started(name: str, ports: tuple[int, int], mark: str, **settings: str) -> Generator[MakeRun, None, None]:
     """`make run` with these settings until the chat UI answers on ports[1]; whatever it leaves is killed after."""
+    data_dir = LOGS.parent / "data" / f"make-run-{mark}"
     env = user_make_environment(
-        CHAT_PORT=str(ports[1]), DATA_DIR=str(LOGS.parent / "data" / f"make-run-{mark}"), TEST_RUN_MARK=mark, **settings
+        CHAT_PORT=str(ports[1]), DATA_DIR=str(data_dir), OPEN_BROWSER="false", TEST_RUN_MARK=mark, **settings
     )
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / f"make-run-{name}.log"
@@ -74,9 +78,10 @@ def started(name: str, ports: tuple[int, int], mark: str, **settings: str) -> Ge
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    run = MakeRun(process, mark, ports, log_path)
+    run = MakeRun(process, mark, ports, log_path, data_dir)
     try:
         wait_http(f"http://127.0.0.1:{ports[1]}/", process, 300, {})
+        remember_key(f"http://127.0.0.1:{ports[1]}", run.output())
         yield run
     finally:
         for pid in marked_processes(mark):  # whatever a failed test left behind
@@ -99,8 +104,19 @@ def make_run(request: pytest.FixtureRequest) -> Iterator[MakeRun]:
     )
 
 
+def make_link(run: MakeRun) -> str:
+    """What `make link` prints for the chat `make run` started."""
+    env = user_make_environment(CHAT_PORT=str(run.ports[1]), DATA_DIR=str(run.data_dir))
+    done = subprocess.run(["make", "--no-print-directory", "link"], cwd=ROOT, env=env, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
 @pytest.mark.parametrize("stop", ["sigterm-to-make", "sighup-to-the-terminal"])
 def test_a_stop_signal_stops_vllm_and_the_ui(make_run, stop):
+    # Without users the chat is the local user's: `make run` prints the key link, `make link` prints it again.
+    printed = re.search(r"^Chat UI: (http://localhost:(\d+)/\?key=[\w-]{43}) ", make_run.output(), re.MULTILINE)
+    assert printed is not None and printed[2] == str(make_run.ports[1]), make_run.output()[-2000:]
+    assert make_link(make_run) == f"Chat UI: {printed[1]}"
     if stop == "sigterm-to-make":  # timeout(1), systemd's main process, a container stop
         os.kill(make_run.process.pid, signal.SIGTERM)
     else:  # a closed terminal signals its whole foreground process group (as Ctrl-C does with SIGINT)
@@ -108,6 +124,7 @@ def test_a_stop_signal_stops_vllm_and_the_ui(make_run, stop):
     make_run.wait_until_gone()
     expected = "SIGTERM" if stop == "sigterm-to-make" else "SIGHUP"
     assert f"make run: {expected} received, stopping the chat UI and vLLM." in make_run.output()
+    assert "no chat of the local user runs here now" in make_link(make_run)
 
 
 @pytest.mark.parametrize("dies", ["vllm"])

@@ -1,5 +1,9 @@
 """Single sign-on against real servers: Debian's nginx with auth_request in front of the app (the header it sets
-believed from it alone), and a real OpenID Connect provider (oidc-provider) signing people in through Chromium."""
+believed from it alone), and a real OpenID Connect provider (oidc-provider) signing people in through Chromium.
+
+Nobody is taken for someone else: a sign-on is its identity's user, never an account of the same name, linked to
+an existing account only by a verified e-mail (never a password account's, unless its admin allows) or an admin.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 from starlette.types import Message, Scope
 
+from app.identity.claims import ProxyHeaders
 from app.web.proxies import ProxyGate, client_behind
 from tests.support.auth_proxy import AuthProxy
 from tests.support.browser import ANSWERS, open_chat
@@ -27,12 +32,41 @@ PROXY_USERS = {
     "bob": "bob@example.org",
     "carol": "carol@example.net",
     "dave": "dave@example.net",
+    "kate": "carol@example.net",  # carol's e-mail: the proxy vouches for it (SIGN_ON_VERIFIED_EMAIL_PROVIDERS)
+    "root": "mallory@example.net",  # the proxy's user named like the password admin
+    "pat": "pat@example.net",
 }
 PROXY_GROUPS = {"alice": "staff", "dave": "staff,chat-admins"}
-OIDC_USERS: dict[str, dict[str, Any]] = {
-    "alice": {"email": "alice@example.com", "email_verified": True, "name": "Alice", "groups": ["chat-admins"]},
-    "bob": {"email": "bob@example.org", "email_verified": True, "name": "Bob", "groups": ["staff"]},
+# What the app believes from the proxy beside its user header (by default, nothing else).
+BELIEVE_EVERYTHING = {
+    "TRUSTED_EMAIL_HEADER": "X-Forwarded-Email",
+    "TRUSTED_GROUPS_HEADER": "X-Forwarded-Groups",
+    "SIGN_ON_VERIFIED_EMAIL_PROVIDERS": "proxy",
 }
+OIDC_USERS: dict[str, dict[str, Any]] = {
+    "alice": {
+        "email": "alice@example.com",
+        "email_verified": True,
+        "name": "Alice",
+        "preferred_username": "alice",
+        "groups": ["chat-admins"],
+    },
+    "bob": {
+        "email": "bob@example.org",
+        "email_verified": True,
+        "name": "Bob",
+        "preferred_username": "bob",
+        "groups": ["staff"],
+    },
+    # A name of their own choosing: the password admin's.
+    "mallory": {"preferred_username": "root", "name": "root", "email": "mallory@example.net", "email_verified": True},
+    # The password admin's e-mail, not verified: the claim missing (Entra ID), or the text "false" (Cognito).
+    "eve": {"preferred_username": "eve", "email": "root@example.com"},
+    "frank": {"preferred_username": "frank", "email": "root@example.com", "email_verified": "false"},
+}
+ROOT = ("root", "root-password")
+OPEN: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": True}
+CLOSED = {**OPEN, "open_sign_on": False}
 
 
 # ---- the gate in front of the app (no server) ----------------------------------------------------------------
@@ -63,7 +97,7 @@ async def gate(peer: str, headers: dict[str, str]) -> tuple[int, Scope | None]:
     networks = (ipaddress.ip_network(PROXY),)
     raw = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
     scope = {"type": "http", "method": "GET", "path": "/", "headers": raw, "client": (peer, 5000)}
-    await ProxyGate(app, networks, ("X-Forwarded-User", "X-Forwarded-Email"))(scope, receive, send)
+    await ProxyGate(app, networks, ProxyHeaders("X-Forwarded-User", "X-Forwarded-Email"))(scope, receive, send)
     return sent[0]["status"], seen[0] if seen else None
 
 
@@ -75,15 +109,26 @@ async def test_a_sign_on_header_passes_from_the_proxy_only_and_the_client_is_rea
         assert await gate(peer, {"X-Forwarded-Email": "alice@example.com", "X-Forwarded-For": PROXY}) == (403, None)
     status, scope = await gate("127.0.0.1", {"X-Forwarded-For": PROXY})  # no header: passes, address its own
     assert status == 200 and scope is not None and scope["client"][0] == "127.0.0.1"
+    # From the proxy, an e-mail without the user header is the client's own, passed through: refused.
+    assert await gate(PROXY, {"X-Forwarded-Email": "root@example.com"}) == (403, None)
+    status, _ = await gate(PROXY, {"X-Forwarded-User": "pat", "X-Forwarded-Email": "pat@example.com"})
+    assert status == 200
+    assert (await gate(PROXY, {"X-Forwarded-Groups": "chat-admins"}))[0] == 200  # not believed here: not looked at
 
 
 # ---- nginx with auth_request in front of the app ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def proxied(vllm: VllmServer) -> Iterator[tuple[ChatApp, AuthProxy]]:
-    """The app behind the sign-in proxy: alice is a user (a password too), robert is bob by his e-mail."""
+    """The app behind the sign-in proxy, which sets all three headers (all believed): root, alice and robert have
+    passwords; sign-on is closed."""
     app = ChatApp(vllm)
     proxy = AuthProxy(app.url, PROXY_USERS, groups=PROXY_GROUPS)
-    app.extra_env = {"TRUSTED_PROXIES": PROXY, "ALLOWED_ORIGINS": proxy.url, "SIGN_ON_ADMIN_GROUP": "chat-admins"}
+    app.extra_env = {
+        "TRUSTED_PROXIES": PROXY,
+        "ALLOWED_ORIGINS": proxy.url,
+        "SIGN_ON_ADMIN_GROUP": "chat-admins",
+        **BELIEVE_EVERYTHING,
+    }
     assert run_users(app, "add", "root", "--admin", password="root-password").returncode == 0
     assert run_users(app, "add", "alice", password="alice-password").returncode == 0
     assert run_users(app, "add", "robert", password="robert-password").returncode == 0
@@ -117,44 +162,104 @@ async def test_a_header_sent_straight_to_the_app_is_refused_whatever_it_claims(p
     assert "Refused a request from 127.0.0.1 carrying ['x-forwarded-user']" in app.log_path.read_text()
 
 
-async def test_the_proxy_signs_people_in_by_name_or_linked_e_mail_and_nobody_else(proxied):
+async def test_the_proxy_signs_people_in_by_their_identity_never_by_name(proxied):
     app, proxy = proxied
-    root = ChatClient(app.url, credentials=("root", "root-password"))  # a script: no Origin
+    root = ChatClient(app.url, credentials=ROOT)  # a script: no Origin
     await root.log_in()
-    assert (await root.rest("POST", "/admin/api/users/email", {"name": "robert", "email": "bob@example.org"}))[0] == 200
-    for name, expected in (("alice", "alice"), ("bob", "robert"), ("carol", "")):
-        cookie = {"Cookie": f"sso_user={name}"}
-        status, user = await header_login(proxy.url, cookie)
-        assert (status, user) == ((200, expected) if expected else (401, "")), name
-    assert "Refused the sign-on of carol (proxy): not a user here" in app.log_path.read_text()
-    assert await header_login(proxy.url, {"Cookie": "sso_user=dave"}) == (200, "dave")  # the admin group: let in
-    defaults: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": True}
-    assert (await root.rest("POST", "/admin/api/defaults", defaults))[0] == 200
-    assert await header_login(proxy.url, {"Cookie": "sso_user=carol"}) == (200, "carol")  # sign-on open: added
-    users = {user["name"]: user for user in (await root.rest("GET", "/admin/api/state"))[1]["users"]}
+
+    async def admin(path: str, body: dict[str, Any]) -> int:
+        return (await root.rest("POST", f"/admin/api/{path}", body))[0]
+
+    async def through_proxy(name: str) -> tuple[int, str]:
+        return await header_login(proxy.url, {"Cookie": f"sso_user={name}"})
+
+    # Named like the password admin, or like a password user: neither, and nobody while sign-on is closed.
+    assert await through_proxy("root") == (401, "")
+    assert await through_proxy("alice") == (401, "")
+    assert "Refused the sign-on of proxy root: not a user here, and sign-on is closed" in app.log_path.read_text()
+    # An admin links the proxy's bob to robert's account.
+    link = {"name": "robert", "provider": "proxy", "subject": "bob"}
+    assert await admin("users/link-sign-on", link) == 200
+    assert await through_proxy("bob") == (200, "robert")
+    assert await admin("users/link-sign-on", {**link, "name": "alice"}) == 409  # bob is robert's
+    assert await admin("users/link-sign-on", {**link, "name": "nobody"}) == 404
+    assert await admin("users/link-sign-on", {**link, "provider": "github"}) == 422  # not configured here
+    assert await through_proxy("dave") == (200, "dave")  # the admin group: let in, a user of his own
+    # alice's verified e-mail: her password account is hers until she (through an admin) allows sign-on to link.
+    assert await admin("users/email", {"name": "alice", "email": "alice@example.com"}) == 200
+    assert await admin("defaults", OPEN) == 200
+    assert await through_proxy("alice") == (401, "")
+    assert "an admin may link this sign-on to alice" in app.log_path.read_text()
+    assert await admin("users/sign-on-may-link", {"name": "alice", "allowed": True}) == 200
+    assert await through_proxy("alice") == (200, "alice")
+    # Sign-on open: the proxy's root is a new user of its own; kate has carol's e-mail, which the proxy vouches for.
+    assert await through_proxy("root") == (200, "root-2")
+    assert await through_proxy("carol") == (200, "carol")
+    assert await through_proxy("kate") == (200, "carol")
+    state = (await root.rest("GET", "/admin/api/state"))[1]
+    users = {user["name"]: user for user in state["users"]}
+    assert not users["root-2"]["admin"] and not users["root-2"]["password"] and users["root"]["password"]
     assert users["carol"]["email"] == "carol@example.net" and not users["carol"]["password"]
     assert users["dave"]["admin"] and not users["alice"]["admin"] and not users["carol"]["admin"]
+    assert users["robert"]["sign_ons"] == [{"provider": "proxy", "subject": "bob"}]
+    assert {"provider": "proxy", "subject": "kate"} in users["carol"]["sign_ons"]
+    assert state["sign_on_providers"] == ["proxy"]
+    assert await admin("users/unlink-sign-on", link) == 200
+    assert await admin("users/unlink-sign-on", link) == 404
+    assert await through_proxy("bob") == (200, "bob")  # no longer robert: a new user, sign-on being open
+    assert await admin("defaults", CLOSED) == 200
+
+
+@pytest.fixture(scope="module")
+def user_header_only(vllm: VllmServer) -> Iterator[tuple[ChatApp, AuthProxy]]:
+    """A proxy that sets only the user header (the client's e-mail and groups headers pass through as they came),
+    in front of an app with the default settings (only the user header believed); root is the password admin."""
+    app = ChatApp(vllm)
+    proxy = AuthProxy(app.url, PROXY_USERS, name="user-only", email_header="", groups_header="")
+    app.extra_env = {"TRUSTED_PROXIES": PROXY, "ALLOWED_ORIGINS": proxy.url, "SIGN_ON_ADMIN_GROUP": "chat-admins"}
+    assert run_users(app, "add", "root", "--admin", password="root-password").returncode == 0
+    with running(app, proxy):
+        yield app, proxy
+
+
+async def test_an_e_mail_or_groups_header_the_proxy_does_not_set_is_not_believed(user_header_only):
+    app, proxy = user_header_only
+    root = ChatClient(app.url, credentials=ROOT)
+    await root.log_in()
+    assert (await root.rest("POST", "/admin/api/users/email", {"name": "root", "email": "root@example.com"}))[0] == 200
+    assert (await root.rest("POST", "/admin/api/defaults", OPEN))[0] == 200
+    claimed = {"X-Forwarded-Email": "root@example.com", "X-Forwarded-Groups": "chat-admins"}  # the client's own
+    assert await header_login(proxy.url, {"Cookie": "sso_user=pat", **claimed}) == (200, "pat")
+    users = {user["name"]: user for user in (await root.rest("GET", "/admin/api/state"))[1]["users"]}
+    assert not users["pat"]["admin"] and users["pat"]["email"] is None
+    assert "Sign-on headers believed from 127.0.0.2/32 only: X-Forwarded-User" in app.log_path.read_text()
 
 
 def test_a_browser_behind_the_proxy_is_signed_in_without_a_password(browser: Browser, proxied):
     _, proxy = proxied
     page = open_chat(browser, proxy.url)
     expect(page).to_have_url(proxy.login_url)  # nginx's auth_request sent it to the login service
-    page.get_by_role("link", name="alice").click()
+    page.get_by_role("link", name="dave").click()
     expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
     me = page.context.request.get(proxy.url + "/user")
-    assert me.ok and me.json()["identifier"] == "alice"
+    assert me.ok and me.json()["identifier"] == "dave"
     page.context.close()
 
 
 # ---- OpenID Connect ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def openid(vllm: VllmServer) -> Iterator[tuple[ChatApp, OidcProvider]]:
-    """The app with an OpenID Connect provider: members of chat-admins are admins; sign-on is closed."""
+    """The app with an OpenID Connect provider: members of chat-admins are admins; sign-on is closed; root is the
+    password admin. Chainlit names people by their preferred_username, which they choose themselves."""
     app = ChatApp(vllm)
     provider = OidcProvider(OIDC_USERS, redirect_uri=chainlit_callback(app.url))
+    assert run_users(app, "add", "root", "--admin", password="root-password").returncode == 0
     with running(provider):
-        app.extra_env = {**provider.chainlit_env(), "SIGN_ON_ADMIN_GROUP": "chat-admins"}
+        app.extra_env = {
+            **provider.chainlit_env(),
+            "OAUTH_GENERIC_USER_IDENTIFIER": "preferred_username",
+            "SIGN_ON_ADMIN_GROUP": "chat-admins",
+        }
         with running(app):
             yield app, provider
 
@@ -175,7 +280,7 @@ def test_openid_connect_signs_in_maps_the_admin_group_and_signs_out(browser: Bro
     page = sign_in_with_the_provider(browser, app, "alice")
     expect(page.locator(ANSWERS).first).to_contain_text("admin page", timeout=30_000)  # an admin by her group
     me = page.context.request.get(app.url + "/user").json()
-    assert me["identifier"] == "alice@example.com"
+    assert me["identifier"] == "alice"  # a new user, named by her preferred_username
     assert page.context.request.get(app.url + "/admin/api/state").ok
     page.locator("#user-nav-button").click()
     page.get_by_role("menuitem", name="Logout").click()
@@ -189,5 +294,28 @@ def test_openid_connect_refuses_someone_not_added_while_sign_on_is_closed(browse
     page = sign_in_with_the_provider(browser, app, "bob")
     expect(page.get_by_role("button", name="generic")).to_be_visible(timeout=30_000)  # back at the login page
     assert page.context.request.get(app.url + "/user").status == 401
-    assert "Refused the sign-on of bob@example.org (generic)" in app.log_path.read_text()
+    assert "Refused the sign-on of generic bob: not a user here" in app.log_path.read_text()
     page.context.close()
+
+
+def test_openid_connect_takes_nobody_for_an_account_by_its_name_or_an_unverified_e_mail(browser: Browser, openid):
+    app, _ = openid
+    root = browser.new_context()
+
+    def admin(path: str, body: dict[str, Any]) -> None:
+        assert root.request.post(f"{app.url}/admin/api/{path}", data=body).ok, path
+
+    assert root.request.post(app.url + "/login", form={"username": ROOT[0], "password": ROOT[1]}).ok
+    admin("users/email", {"name": "root", "email": "root@example.com"})
+    admin("defaults", OPEN)
+    try:
+        # A preferred_username of root; root's e-mail with email_verified missing, or the text "false".
+        for account, becomes in (("mallory", "root-2"), ("eve", "eve"), ("frank", "frank")):
+            page = sign_in_with_the_provider(browser, app, account)
+            expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+            assert page.context.request.get(app.url + "/user").json()["identifier"] == becomes, account
+            assert page.context.request.get(app.url + "/admin/api/state").status == 403, account
+            page.context.close()
+    finally:
+        admin("defaults", CLOSED)
+        root.close()

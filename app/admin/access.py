@@ -12,8 +12,8 @@ from starlette.datastructures import Headers
 
 from app import metrics
 from app.errors import HistoryUnavailable
-from app.history.accounts import LOCAL_USER
 from app.history.team import Team
+from app.identity.claims import LOCAL_USER
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD"})

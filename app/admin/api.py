@@ -20,9 +20,11 @@ from app.chat.quotas import Limits, Quotas
 from app.config import Settings
 from app.errors import ChatError
 from app.history.accounts import MIN_PASSWORD_CHARS
+from app.history.identities import Identities, Linked
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
 from app.history.team import Team
+from app.identity.claims import PROXY_PROVIDER, password_name
 from app.page import seam
 from app.presets.builtin import BUILT_IN
 from app.web.login_sessions import Sessions
@@ -59,6 +61,15 @@ class Email(Named):
     email: str | None = Field(None, max_length=255, pattern=EMAIL)
 
 
+class SignOnIdentity(Named):
+    provider: str = Field(min_length=1, max_length=64, pattern=NAME)
+    subject: str = Field(min_length=1, max_length=255, pattern=NAME)
+
+
+class MayLink(Named):
+    allowed: bool
+
+
 class OwnLimits(Named):
     answers_at_once: int | None = Field(None, ge=1, le=1000)
     messages_per_minute: int | None = Field(None, ge=1, le=100_000)
@@ -87,15 +98,20 @@ class Admin:
     quotas: Quotas
     replicas: Replicas
     sessions: Sessions | None
+    identities: Identities
 
     async def state(self, me: str) -> dict[str, Any]:
         """Everything the page shows."""
+        sign_ons = await self.identities.linked()
         return {
             "me": me,
             "users": [
-                asdict(member) | {"admin": member.admin or self.gate.runs_the_place(member.name)}
+                asdict(member)
+                | {"admin": member.admin or self.gate.runs_the_place(member.name)}
+                | {"sign_ons": sign_ons.get(member.name, [])}
                 for member in await self.team.members()
             ],
+            "sign_on_providers": self.sign_on_providers(),
             "limits": {
                 "answers_at_once": self.quotas.answers_at_once,
                 "messages_per_minute": self.quotas.messages_per_minute,
@@ -136,7 +152,13 @@ class Admin:
         if self.sessions is not None:
             await self.sessions.sweep_once()
 
+    def sign_on_providers(self) -> list[str]:
+        """The sign-ons configured here: the trusted proxy's header, Chainlit's OAuth providers."""
+        return ([PROXY_PROVIDER] if self.settings.proxy_networks else []) + seam.oauth_providers()
+
     async def add_user(self, me: str, new: NewUser) -> dict[str, bool]:
+        if refusal := password_name(new.name):
+            raise HTTPException(422, refusal.reason)
         if not await self.team.add(new.name.strip(), new.password, admin=new.admin, email=new.email):
             raise HTTPException(409, f"There is a user {new.name} already")
         return await self.changed(me, "add user", new.name, "admin" if new.admin else "")
@@ -158,6 +180,29 @@ class Admin:
             raise HTTPException(409, f"{owner} has the e-mail {change.email} already")
         found(await self.team.set_email(change.name, change.email or None), change.name)
         return await self.changed(me, "link e-mail", change.name, change.email or "(none)")
+
+    async def link_sign_on(self, me: str, change: SignOnIdentity) -> dict[str, bool]:
+        if change.provider not in (configured := self.sign_on_providers()):
+            choices = ", ".join(configured) or "none"
+            raise HTTPException(422, f"No sign-on {change.provider} is configured here (configured: {choices})")
+        outcome, holder = await self.identities.link(change.name, change.provider, change.subject)
+        if outcome is Linked.RESERVED:
+            raise HTTPException(422, f"{change.name} signs in with this machine's key link, never by sign-on")
+        if outcome is Linked.TAKEN:
+            linked = f"{change.provider}: {change.subject}"
+            raise HTTPException(409, f"{linked} is linked to {holder} already: unlink it there first")
+        found(outcome is Linked.DONE, change.name)
+        return await self.changed(me, "link sign-on", change.name, f"{change.provider}: {change.subject}")
+
+    async def unlink_sign_on(self, me: str, change: SignOnIdentity) -> dict[str, bool]:
+        if not await self.identities.unlink(change.name, change.provider, change.subject):
+            raise HTTPException(404, f"{change.name} has no sign-on {change.provider}: {change.subject}")
+        return await self.changed(me, "unlink sign-on", change.name, f"{change.provider}: {change.subject}")
+
+    async def set_sign_on_may_link(self, me: str, change: MayLink) -> dict[str, bool]:
+        found(await self.team.set_sign_on_may_link(change.name, change.allowed), change.name)
+        what = "let sign-on link by e-mail" if change.allowed else "keep sign-on from linking by e-mail"
+        return await self.changed(me, what, change.name)
 
     async def set_limits(self, me: str, change: OwnLimits) -> dict[str, bool]:
         limits = Limits(change.answers_at_once, change.messages_per_minute, change.daily_tokens)
@@ -211,6 +256,9 @@ def install(admin: Admin) -> None:
         "users/password": admin.set_password,
         "users/admin": admin.set_admin,
         "users/email": admin.set_email,
+        "users/link-sign-on": admin.link_sign_on,
+        "users/unlink-sign-on": admin.unlink_sign_on,
+        "users/sign-on-may-link": admin.set_sign_on_may_link,
         "users/limits": admin.set_limits,
         "users/end-sessions": admin.end_sessions,
         "users/remove": admin.remove_user,

@@ -27,6 +27,7 @@ from app.history.schema import (
     documents,
     elements,
     feedbacks,
+    identities,
     presets,
     steps,
     threads,
@@ -35,7 +36,6 @@ from app.history.schema import (
     users,
 )
 
-LOCAL_USER = "local"
 MIN_PASSWORD_CHARS = 8
 SECRET_FILE = "auth-secret"
 hasher = PasswordHasher()
@@ -158,6 +158,7 @@ def delete_user(connection: Connection, name: str) -> bool:
     passage_index.remove(connection, sa.select(documents.c.id).where(documents.c.user_id == user_id))
     connection.execute(sa.delete(presets).where(presets.c.user_id == user_id))
     connection.execute(sa.delete(user_limits).where(user_limits.c.user_id == user_id))
+    connection.execute(sa.delete(identities).where(identities.c.user_id == user_id))
     connection.execute(sa.delete(users).where(users.c.id == user_id))
     return True
 

@@ -34,7 +34,22 @@ users = sa.Table(
     # What links a single sign-on identity to this user (unique; None: the identifier itself is matched).
     sa.Column("email", sa.String(255)),
     sa.Column("last_login_at", sa.Float),
+    # Whether a sign-on with this user's verified e-mail may link to them though they have a password (an admin's
+    # choice per user).
+    sa.Column("sign_on_may_link", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_users_email", "email", unique=True),
+)
+
+# Who a signed-on person is for good: a provider's name for them (OpenID Connect's sub, the proxy's user header
+# value), linked to one user. A sign-on finds its user here, never by name.
+identities = sa.Table(
+    "identities",
+    metadata,
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("subject", sa.String(255), primary_key=True),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id"), nullable=False, index=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
 )
 
 threads = sa.Table(

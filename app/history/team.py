@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from app.chat.quotas import Limits
-from app.history.accounts import delete_user, hasher, new_user, next_second, save_password
+from app.history.accounts import delete_user, hasher, next_second, save_password
 from app.history.schema import admin_log, team_settings, threads, usage, user_limits, users
 from app.history.transcript import SHARING_KEYS
 from app.history.writes import Writer
@@ -31,6 +31,8 @@ class Member:
     password: bool
     last_login_at: float | None
     limits: Limits
+    # Whether a sign-on with their verified e-mail may link to them though they have a password.
+    sign_on_may_link: bool
 
 
 def since_day(days: int) -> str:
@@ -67,6 +69,7 @@ class Team:
                 r.password_hash is not None,
                 r.last_login_at,
                 Limits(r.answers_at_once, r.messages_per_minute, r.daily_tokens),
+                bool(r.sign_on_may_link),
             )
             for r in rows
         ]
@@ -97,6 +100,10 @@ class Team:
     async def set_email(self, name: str, email: str | None) -> bool:
         """The e-mail that links single sign-on to this user (None: none); False if there is no such user."""
         return await self._change(name, "link an e-mail", email=email)
+
+    async def set_sign_on_may_link(self, name: str, allowed: bool) -> bool:
+        """Whether a sign-on with this user's verified e-mail may link to them; False if there is no such user."""
+        return await self._change(name, "let sign-on link by e-mail", sign_on_may_link=allowed)
 
     async def email_owner(self, email: str) -> str | None:
         """The user linked to this e-mail (None: nobody)."""
@@ -202,30 +209,3 @@ class Team:
         """Note the user's login (the admin page's last login)."""
         statement = sa.update(users).where(users.c.identifier == name).values(last_login_at=time.time())
         await self.writer.write_in_background("note a login", lambda c: c.execute(statement))
-
-    async def sign_on(self, name: str, email: str | None, *, admin: bool | None, open_sign_on: bool) -> str | None:
-        """The user a single sign-on identity is: linked by e-mail, else by name; added if sign-on is open.
-
-        `admin` from the identity provider's groups sets the user's admin flag (None: left as the admins set it);
-        a member of the admin group is let in while sign-on is closed. None: not a user, and may not sign in.
-        """
-
-        def work(connection: Connection) -> str | None:
-            match = users.c.identifier == name
-            if email:
-                match = sa.or_(users.c.email == email, match)
-            found = connection.execute(sa.select(users.c.identifier).where(match).order_by(users.c.email.is_(None)))
-            identifier = found.scalar()
-            if identifier is None:
-                if not (open_sign_on or admin):
-                    return None
-                identifier = name
-                connection.execute(sa.insert(users).values(**new_user(name, email)))
-            values: dict[str, Any] = {"last_login_at": time.time()}
-            if admin is not None:
-                values["is_admin"] = admin
-            connection.execute(sa.update(users).where(users.c.identifier == identifier).values(**values))
-            return str(identifier)
-
-        signed_on: str | None = await self.writer.write("sign a user on", work)
-        return signed_on

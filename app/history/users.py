@@ -9,6 +9,7 @@ import sys
 from app.config import Settings, get_settings, load_or_explain
 from app.history.accounts import MIN_PASSWORD_CHARS, list_users, remove_user, set_password
 from app.history.database import create_engine, database_url, upgrade
+from app.identity.claims import password_name
 
 
 def read_password(name: str) -> str:
@@ -23,6 +24,8 @@ def read_password(name: str) -> str:
 
 def run(settings: Settings, command: str, name: str, *, admin: bool = False) -> str:
     """Do the command; the line to print."""
+    if command == "add" and (refusal := password_name(name)):
+        raise SystemExit(f"make user-add: {refusal.reason}; nothing changed.")
     engine = create_engine(database_url(settings.database_url, settings.data_dir))
     try:
         upgrade(engine)

@@ -19,12 +19,13 @@ from app import metrics
 from app.chat.answering import Answering
 from app.config import Settings
 from app.errors import HistoryUnavailable
-from app.history.accounts import LOCAL_USER, Login, startup_login, verify_password
+from app.history.accounts import Login, startup_login, verify_password
 from app.history.database import create_engine, database_url
 from app.history.store import Actor, Caller, ChatStore, Route
 from app.history.team import Team
 from app.history.transcript import PREFERENCES_KEY
 from app.history.writes import DRAIN_S, Journal, Saving
+from app.identity.claims import LOCAL_USER, password_name
 from app.page import lifecycle, seam
 from app.page.answer_controls import show_line
 from app.page.data_layer import TabStore
@@ -186,14 +187,17 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
 
         @cl.header_auth_callback
         async def local_user(_headers: Any) -> cl.User:
-            """Listening on loopback only, with no users added: whoever reaches the app is the local user."""
+            """The local user: only a browser with this start's key gets this far (app/web/local_key.py)."""
             return cl.User(identifier=LOCAL_USER, metadata={"provider": "local"})
 
     else:
 
         @cl.password_auth_callback
         async def password_user(name: str, password: str) -> cl.User | None:
-            """A user added with `make user-add`, with their password."""
+            """A user added with `make user-add`, with their password (never by a name kept for the local user)."""
+            if refusal := password_name(name):
+                logger.warning("Refused a password login: %s", refusal.reason)
+                return None
             # argon2 is slow on purpose: in the store's threads.
             if await store.writer.run("check a password", verify_password, store.engine, name, password):
                 await team.signed_in(name)

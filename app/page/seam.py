@@ -55,8 +55,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 - `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
   (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
   before the app's settings; the page and Chainlit's upload route both check them.
-- `chainlit.oauth_providers.get_configured_oauth_providers`: whether Chainlit found an OAuth provider's variables
-  (its `oauth_callback` decorator refuses to register without one).
+- `chainlit.oauth_providers.get_configured_oauth_providers`: the ids of the OAuth providers whose variables Chainlit
+  found (its `oauth_callback` decorator refuses to register without one; the admin page links sign-ons of these).
 """
 
 from __future__ import annotations
@@ -244,9 +244,14 @@ def chainlit_endpoint(path: str, method: str) -> Handler:
     raise RuntimeError(f"Chainlit serves no {method} {path}; the app's guard for it cannot be applied")
 
 
+def oauth_providers() -> list[str]:
+    """The ids of the OAuth providers whose variables Chainlit found (it offers a sign-in button for each)."""
+    return list(get_configured_oauth_providers())
+
+
 def oauth_configured() -> bool:
     """Whether Chainlit found an OAuth provider's variables (it then offers its sign-in button)."""
-    return bool(get_configured_oauth_providers())
+    return bool(oauth_providers())
 
 
 def session_by_id(session_id: object) -> WebsocketSession | None:

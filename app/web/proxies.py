@@ -1,8 +1,10 @@
 """The sign-in proxy in front of the chat: its sign-on headers believed from it alone, the client's address behind it.
 
-A sign-on header is believed only from TRUSTED_PROXIES: a request from anywhere else carrying one is refused and
-logged. uvicorn is told to trust no X-Forwarded-For itself (app/__main__.py), so the address checked is the
-connection's own; behind a trusted proxy, the client's address is then taken from X-Forwarded-For here.
+Only the headers the settings name are believed (the user header; the e-mail and groups headers when set), and only
+from TRUSTED_PROXIES: a request from anywhere else carrying one is refused and logged, and so is a request from the
+proxy with an e-mail or groups header but no user header (a proxy that sets only the user header passes the
+client's own through). uvicorn is told to trust no X-Forwarded-For itself (app/__main__.py), so the address checked
+is the connection's own; behind a trusted proxy, the client's address is then taken from X-Forwarded-For here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import metrics
 from app.config import Settings
+from app.identity.claims import ProxyHeaders
 
 log = logging.getLogger(__name__)
 Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
@@ -44,30 +47,45 @@ def client_behind(forwarded_for: str, proxies: Networks) -> str | None:
 class ProxyGate:
     """ASGI middleware: sign-on headers only from the trusted proxies; behind them, the client's own address."""
 
-    def __init__(self, app: ASGIApp, proxies: Networks, headers: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, proxies: Networks, believed: ProxyHeaders) -> None:
         self.app = app
         self.proxies = proxies
-        self.headers = frozenset(name.lower().encode("latin-1") for name in headers)
+        self.headers = raw_names(believed.names())
+        self.user = believed.user.lower()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         peer = (scope.get("client") or ("", 0))[0]
+        carried = sorted({name.decode() for name, _ in scope["headers"] if name in self.headers})
+        if why := self.refusal(peer, carried):
+            log.warning("Refused a request from %s carrying %s: %s", peer, carried, why)
+            await refuse(scope, receive, send)
+            return
         if within(peer, self.proxies):
             forwarded = Headers(scope=scope).get("x-forwarded-for", "")
             if client := client_behind(forwarded, self.proxies):
                 scope = {**scope, "client": (client, 0)}
-        elif carried := sorted(name.decode() for name, _ in scope["headers"] if name in self.headers):
-            log.warning("Refused a request from %s carrying %s: not a trusted proxy (TRUSTED_PROXIES)", peer, carried)
-            metrics.REFUSALS.labels("sign_on").inc()
-            await refuse(scope, receive, send)
-            return
         await self.app(scope, receive, send)
+
+    def refusal(self, peer: str, carried: list[str]) -> str | None:
+        """Why a request carrying these sign-on headers is refused (None: it is not)."""
+        if not carried:
+            return None
+        if not within(peer, self.proxies):
+            return "not a trusted proxy (TRUSTED_PROXIES)"
+        if self.user not in carried:
+            return (
+                "no user header from the proxy: it passed the client's own through (have it set them, or empty "
+                "TRUSTED_EMAIL_HEADER / TRUSTED_GROUPS_HEADER)"
+            )
+        return None
 
 
 async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
-    """403 for a request, a closed handshake for a websocket."""
+    """403 for a request, a closed handshake for a websocket (counted)."""
+    metrics.REFUSALS.labels("sign_on").inc()
     if scope["type"] == "websocket":
         await receive()  # websocket.connect
         await send({"type": "websocket.close", "code": 4403})
@@ -76,6 +94,15 @@ async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
     await Response(body, status_code=403, media_type="application/json")(scope, receive, send)
 
 
-def sign_on_headers(settings: Settings) -> tuple[str, ...]:
-    """The headers only a trusted proxy may send."""
-    return (settings.trusted_user_header, settings.trusted_email_header, settings.trusted_groups_header)
+def raw_names(names: Iterable[str]) -> frozenset[bytes]:
+    """Header names as ASGI gives them: lower case bytes."""
+    return frozenset(name.lower().encode("latin-1") for name in names)
+
+
+def announce(settings: Settings) -> None:
+    """One line at start-up: which sign-on headers are believed, from which addresses."""
+    if settings.proxy_networks:
+        proxies = ", ".join(map(str, settings.proxy_networks))
+        log.info("Sign-on headers believed from %s only: %s", proxies, ", ".join(ProxyHeaders.of(settings).names()))
+    else:
+        log.info("No sign-on header is believed (TRUSTED_PROXIES is empty)")

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, Response
 from app.i18n import language_of, text
 from app.page import seam
 
+# A plain page of the app's own (a shared chat, the local user's key page): no script, styles inline.
 PAGE = """<!DOCTYPE html>
 <html lang="{lang}">
 <head>
@@ -25,7 +26,7 @@ PAGE = """<!DOCTYPE html>
 <body style="font-family: system-ui, sans-serif; line-height: 1.5; max-width: 48rem; margin: 2rem auto; padding: 1rem">
 <h1 style="font-size: 1.4rem">{title}</h1>
 <p style="color: #666">{about}</p>
-{messages}
+{body}
 </body>
 </html>
 """
@@ -43,7 +44,7 @@ async def serve(request: Request, thread_id: str, forced_language: str) -> Respo
     try:
         thread = await seam.shared_chat(request, thread_id)
     except HTTPException as refusal:  # not shared (any more), or no such chat
-        page = PAGE.format(lang=lang, title=text(lang, "shared_none"), about="", messages="")
+        page = PAGE.format(lang=lang, title=text(lang, "shared_none"), about="", body="")
         return HTMLResponse(page, status_code=refusal.status_code)
     return HTMLResponse(render(thread, lang))
 
@@ -57,4 +58,4 @@ def render(thread: Mapping[str, Any], lang: str) -> str:
         said = html.escape(str(step.get("output") or ""))
         messages.append(MESSAGE.format(role=role, who=html.escape(names[role]), said=said))
     title = html.escape(str(thread.get("name") or text(lang, "shared_chat")))
-    return PAGE.format(lang=lang, title=title, about=text(lang, "shared_about"), messages="\n".join(messages))
+    return PAGE.format(lang=lang, title=title, about=text(lang, "shared_about"), body="\n".join(messages))

@@ -100,9 +100,40 @@ function limitsText(limits) {
   return own.length ? own.map(([k, v]) => `${T[k]}: ${v}`).join(", ") : say("default");
 }
 
+// A user's sign-ons, each with its Unlink; for a password account, whether sign-on may link to it by e-mail.
+function signOns(u, index) {
+  const items = u.sign_ons.map((s) => {
+    const what = say("action_of", { action: T.unlink, name: `${u.name} (${s.provider}: ${s.subject})` });
+    return el("li", {}, `${s.provider}: ${s.subject} `, el("button", { type: "button", "aria-label": what,
+      onclick: () => change("users/unlink-sign-on", { name: u.name, ...s }, what) }, T.unlink));
+  });
+  const parts = [items.length ? el("ul", { class: "sign-ons" }, items) : ""];
+  if (u.password) {
+    const id = `may-link-${index}`;
+    const what = say("action_of", { action: T.may_link, name: u.name });
+    parts.push(el("div", { class: "field check" }, el("input", { type: "checkbox", id, checked: u.sign_on_may_link,
+      onchange: (event) => change("users/sign-on-may-link", { name: u.name, allowed: event.target.checked }, what) }),
+    el("label", { for: id }, T.may_link)));
+  }
+  return parts;
+}
+
+function linkSignOnForm() {
+  if (!state.sign_on_providers.length) return el("p", {}, T.no_providers);
+  const node = form("link-sign-on", T.link_sign_on, [userPicker("link-sign-on-user"),
+    field("link-sign-on-provider", T.provider, { tag: "select", required: true }),
+    field("link-sign-on-subject", T.subject, { required: true, maxlength: 255, autocomplete: "off" }, T.subject_hint)],
+  T.link_sign_on, (data) => change("users/link-sign-on", { name: data.get("link-sign-on-user"),
+    provider: data.get("link-sign-on-provider"), subject: data.get("link-sign-on-subject") },
+  `${T.link_sign_on}: ${data.get("link-sign-on-user")}`));
+  node.querySelector("select[name=link-sign-on-provider]")
+    .append(...state.sign_on_providers.map((p) => el("option", { value: p }, p)));
+  return node;
+}
+
 function drawUsers() {
   const content = section("users");
-  const rows = state.users.map((u) => {
+  const rows = state.users.map((u, index) => {
     const act = (action, path, body) => el("button", { type: "button", "aria-label": say("action_of", { action, name: u.name }),
       onclick: () => change(path, { name: u.name, ...body }, say("action_of", { action, name: u.name })) }, action);
     const remove = el("button", { type: "button", class: "danger", "aria-label": say("action_of", { action: T.remove, name: u.name }),
@@ -113,6 +144,7 @@ function drawUsers() {
       el("td", {}, u.email || ""),
       el("td", {}, u.admin ? T.admin : ""),
       el("td", {}, u.password ? T.password : u.name === "local" ? T.local : T.sign_on),
+      el("td", {}, signOns(u, index)),
       el("td", {}, when(u.last_login_at)),
       el("td", {}, limitsText(u.limits)),
       el("td", { class: "actions" },
@@ -120,7 +152,7 @@ function drawUsers() {
         act(T.end_sessions, "users/end-sessions", {}), remove));
   });
   content.append(el("table", { id: "users-table" }, el("caption", {}, T.users),
-    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.sign_ons, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows)));
   content.append(form("add-user", T.add_user, [
     field("add-user-name", T.name, { required: true, maxlength: 255, autocomplete: "off" }),
@@ -141,6 +173,7 @@ function drawUsers() {
     field("link-email-email", T.email, { type: "email", maxlength: 255 }, T.email_hint)],
   T.save, (data) => change("users/email", { name: data.get("link-email-user"), email: data.get("link-email-email") || null },
     `${T.link_email}: ${data.get("link-email-user")}`)));
+  content.append(linkSignOnForm());
 }
 
 function drawLimits() {

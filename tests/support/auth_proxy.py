@@ -82,10 +82,9 @@ http {{
             auth_request_set $sso_groups $upstream_http_x_auth_groups;
             error_page 401 = @sign_in;
 
-            # A header set here replaces the client's header of that name, so no client can claim a user.
-            proxy_set_header {user_header} $sso_user;
-            proxy_set_header {email_header} $sso_email;
-            proxy_set_header {groups_header} $sso_groups;
+            # A header set here replaces the client's header of that name, so no client can claim a user; one
+            # not set here passes through as the client sent it.
+{identity_headers}
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_set_header X-Forwarded-Proto $scheme;
             # $http_host, not $host: the port stays, so the app's Host and Origin checks see the proxy.
@@ -119,6 +118,7 @@ class AuthProxy(NginxLogs):
     users: dict[str, str]  # name -> email
     name: str = "sso"
     user_header: str = "X-Forwarded-User"
+    # Empty: the proxy does not set that header (as oauth2-proxy's common mapping, or a `location` missing a line).
     email_header: str = "X-Forwarded-Email"
     groups_header: str = "X-Forwarded-Groups"
     groups: dict[str, str] = field(default_factory=dict)  # name -> comma-separated groups, for some users
@@ -163,7 +163,9 @@ class AuthProxy(NginxLogs):
 
     def config(self, folder: Path) -> str:
         """nginx.conf for this app and login service."""
-        for header in (self.user_header, self.email_header, self.groups_header):
+        sets = {self.user_header: "$sso_user", self.email_header: "$sso_email", self.groups_header: "$sso_groups"}
+        sets.pop("", None)
+        for header in sets:
             if not HEADER_NAME.fullmatch(header):
                 raise ValueError(f"not a header name: {header!r}")
         return AUTH_PROXY_CONF.format(
@@ -172,9 +174,7 @@ class AuthProxy(NginxLogs):
             login=f"127.0.0.1:{self.login_port}",
             app=self.upstream,
             bind=self.bind,
-            user_header=self.user_header,
-            email_header=self.email_header,
-            groups_header=self.groups_header,
+            identity_headers="\n".join(f"            proxy_set_header {name} {value};" for name, value in sets.items()),
         )
 
     def start(self, timeout: float = 30) -> None:

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 from playwright.sync_api import Browser, Page, expect
 
-from tests.support.servers import ROOT, VllmServer
+from tests.support.servers import ROOT, VllmServer, with_key
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -29,7 +29,8 @@ USER_MESSAGES = "[data-step-type='user_message']"
 
 
 def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
-    """A fresh tab on the chat, with every request to another host blocked (fonts, CDNs)."""
+    """A fresh tab on the chat (through the key link of a chat without users, as `make chat` prints it), with every
+    request to another host blocked (fonts, CDNs)."""
     context = browser.new_context(locale=locale, viewport={"width": 1100, "height": 800})
     context.route(
         "**/*",
@@ -38,7 +39,7 @@ def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
         ),
     )
     page = context.new_page()
-    page.goto(url)
+    page.goto(with_key(url))
     return page
 
 

@@ -17,6 +17,8 @@ import aiohttp
 import pytest
 import socketio
 
+from tests.support.servers import with_key
+
 if TYPE_CHECKING:
     from tests.support.servers import VllmServer
 
@@ -97,11 +99,20 @@ class ChatClient:
                 form = {"username": self.credentials[0], "password": self.credentials[1]}
                 request = http.post(self.url + "/login", data=form)
             else:
-                request = http.post(self.url + "/auth/header")
+                request = http.post(self.url + "/auth/header", headers=await self.key_cookie(http))
             async with request as reply:
                 if reply.status != 200:
                     raise PermissionError(f"login refused: {reply.status} {await reply.text()}")
                 self.cookies = {name: morsel.value for name, morsel in reply.cookies.items()}
+
+    async def key_cookie(self, http: aiohttp.ClientSession) -> dict[str, str]:
+        """The cookie the local user's link sets, as the browser that opened it sends it (none without a link)."""
+        link = with_key(self.url)
+        if link == self.url:
+            return {}
+        async with http.get(link, allow_redirects=False) as reply:
+            assert reply.status == 303, f"the key link answered {reply.status}"
+            return {"Cookie": "; ".join(f"{name}={morsel.value}" for name, morsel in reply.cookies.items())}
 
     @property
     def cookie_header(self) -> dict[str, str]:

@@ -19,6 +19,8 @@ HOSTILE = {
     "TRUSTED_USER_HEADER": "X-Hostile-User",
     "TRUSTED_EMAIL_HEADER": "X-Hostile-Email",
     "TRUSTED_GROUPS_HEADER": "X-Hostile-Groups",
+    "SIGN_ON_VERIFIED_EMAIL_PROVIDERS": "hostile-provider",
+    "OPEN_BROWSER": "false",
     "SIGN_ON_ADMIN_GROUP": "hostile-admins",
     "SIGN_ON_GROUPS_CLAIM": "hostile_groups",
     "ANSWERS_PER_USER": "1",

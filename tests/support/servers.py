@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -35,12 +36,32 @@ PROJECT_VARIABLES = frozenset(
     name.upper() for name in (*Settings.model_fields, *ServeSettings.model_fields, *RouterSettings.model_fields)
 )
 STARTED: list[subprocess.Popen[bytes]] = []
+# The key of each running app of the local user (by its origin), read from the `Chat UI: ...?key=` line it printed.
+LOCAL_KEYS: dict[str, str] = {}
+KEY_LINK = re.compile(r"^Chat UI: http://localhost:\d+/\?key=([\w-]+)", re.MULTILINE)
 
 
 def hermetic_environment(**settings: str) -> dict[str, str]:
     """The inherited environment without the project's settings and without .env, plus what a test means."""
     inherited = {name: value for name, value in os.environ.items() if name not in PROJECT_VARIABLES}
     return {**inherited, "PYTHON_DOTENV_DISABLED": "1", **settings}
+
+
+def remember_key(url: str, printed: str) -> None:
+    """Keep the key an app at url printed in its `Chat UI:` line (a start with logins prints none: forgotten)."""
+    LOCAL_KEYS.pop(url, None)
+    if (found := KEY_LINK.search(printed)) is not None:
+        LOCAL_KEYS[url] = found[1]
+
+
+def with_key(url: str) -> str:
+    """The URL with its app's key, as the printed link carries it (unchanged for an app with logins)."""
+    parts = urllib.parse.urlsplit(url)
+    key = LOCAL_KEYS.get(f"{parts.scheme}://{parts.netloc}")
+    if key is None:
+        return url
+    query = urllib.parse.urlencode([*urllib.parse.parse_qsl(parts.query), ("key", key)])
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path or "/", query=query))
 
 
 def user_make_environment(**settings: str) -> dict[str, str]:
@@ -455,10 +476,20 @@ class ChatApp:
             CHAT_HOST="127.0.0.1",
             CHAT_PORT=str(self.port),
             DATA_DIR=str(self.data_dir),
+            OPEN_BROWSER="false",  # no window on a developer's display
             **self.extra_env,
         )
+        started_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.running.begin([sys.executable, "-m", "app"], env, self.log_path, True, self.cpus)
         self.running.wait_ready(self.url + "/", timeout, {})
+        with open(self.log_path, "rb") as log:  # this start's lines: the log goes on across restarts
+            log.seek(started_at)
+            remember_key(self.url, log.read().decode(errors="replace"))
+
+    @property
+    def key_link(self) -> str:
+        """The link the app printed for the local user."""
+        return with_key(self.url)
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:

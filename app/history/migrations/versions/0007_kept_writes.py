@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_kept_writes"
-down_revision = "0005_team"
+down_revision = "0006_identities"
 
 
 def upgrade() -> None:

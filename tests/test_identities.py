@@ -1,0 +1,173 @@
+"""Sign-on identities resolved to users in the history (app/history/identities.py), as one table of cases, on
+SQLite and PostgreSQL: by (provider, subject) only, never by name; linked by a verified e-mail only where allowed."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from app.history.accounts import hasher, new_user, set_password
+from app.history.database import create_engine, upgrade
+from app.history.identities import Identities, Linked, SignedOn
+from app.history.schema import identities, users
+from app.history.writes import Writer
+from app.identity.claims import Claim, Refusal
+from tests.support.postgres import PostgresServer
+
+
+def proxy(subject: str, email: str | None = None, *, verified: bool = False) -> Claim:
+    return Claim("proxy", subject, subject, email, verified)
+
+
+def oidc(subject: str, name: str, email: str | None = None, *, verified: bool = False) -> Claim:
+    return Claim("generic", subject, name, email, verified)
+
+
+# Each case: what, the claim, whether sign-on is open, admin by group (None: no admin group), and who it resolves
+# to (a refusal: a part of its reason). The history holds root (password, admin), alice (password, may be linked
+# by e-mail), pat (signed on through the proxy before: its identity) and the local user (an e-mail an admin set).
+CASES: list[tuple[str, Claim, bool, bool | None, str | Refusal]] = [
+    ("the proxy's user pat: its identity", proxy("pat"), False, None, "pat"),
+    ("a provider's user named root: not root", oidc("u-1", "root", "m@example.net"), True, None, "root-2"),
+    ("named root, sign-on closed", oidc("u-1", "root"), False, None, Refusal("sign-on is closed")),
+    ("named root, in the admin group", oidc("u-1", "root"), False, True, "root-2"),
+    ("the proxy naming root", proxy("root"), True, None, "root-2"),
+    (
+        "root's e-mail, verified: root has a password",
+        oidc("u-2", "r", "root@example.com", verified=True),
+        True,
+        None,
+        Refusal("an admin may link"),
+    ),
+    (
+        "alice's e-mail, verified: she allows it",
+        oidc("u-3", "a", "alice@example.com", verified=True),
+        False,
+        None,
+        "alice",
+    ),
+    ("pat's e-mail, verified: no password", oidc("u-4", "p", "pat@example.com", verified=True), False, None, "pat"),
+    ("pat's e-mail, not verified", oidc("u-5", "patricia", "pat@example.com"), True, None, "patricia"),
+    (
+        "pat's e-mail, not verified, sign-on closed",
+        oidc("u-5", "patricia", "pat@example.com"),
+        False,
+        None,
+        Refusal("sign-on is closed"),
+    ),
+    (
+        "the local user's e-mail, verified",
+        oidc("u-6", "l", "local@example.com", verified=True),
+        True,
+        None,
+        Refusal("an admin may link"),
+    ),
+    ("named local", oidc("u-7", "local"), True, None, "local-2"),
+    ("named Local", proxy("Local"), True, None, "Local-2"),
+    (
+        "a new user with a verified e-mail",
+        oidc("u-8", "newbie", "new@example.com", verified=True),
+        True,
+        None,
+        "newbie",
+    ),
+]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sign_on_history(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    """A fresh, migrated history with the users of the table, on SQLite or PostgreSQL."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'chat.db'}"
+    else:
+        postgres: PostgresServer = request.getfixturevalue("postgres")
+        url = postgres.new_database(f"identities_{secrets.token_hex(4)}")
+    engine = create_engine(url)
+    upgrade(engine)
+    set_password(engine, "root", "root-password", admin=True)
+    set_password(engine, "alice", "alice-password")
+    with engine.begin() as connection:
+        for name in ("pat", "local"):
+            connection.execute(sa.insert(users).values(**new_user(name)))
+        for name, allows in (("root", False), ("alice", True), ("pat", False), ("local", False)):
+            change = {"email": f"{name}@example.com", "sign_on_may_link": allows}
+            connection.execute(sa.update(users).where(users.c.identifier == name).values(**change))
+        pat = connection.execute(sa.select(users.c.id).where(users.c.identifier == "pat")).scalar()
+        connection.execute(sa.insert(identities).values(provider="proxy", subject="pat", user_id=pat, created_at=0))
+    return engine
+
+
+@pytest.fixture
+async def signing(sign_on_history: Engine) -> AsyncIterator[Identities]:
+    writer = Writer(sign_on_history, 15.0)
+    yield Identities(writer)
+    await writer.close()
+
+
+@pytest.mark.parametrize(("case", "claim", "open_sign_on", "admin", "expected"), CASES, ids=[c[0] for c in CASES])
+async def test_a_sign_on_resolves_to_its_identitys_user_and_never_by_name(
+    signing: Identities,
+    sign_on_history: Engine,
+    case: str,
+    claim: Claim,
+    open_sign_on: bool,
+    admin: bool | None,
+    expected: str | Refusal,
+):
+    outcome = await signing.resolve(claim, admin=admin, open_sign_on=open_sign_on)
+    if isinstance(expected, Refusal):
+        assert isinstance(outcome, Refusal) and expected.reason in outcome.reason, (case, outcome)
+        return
+    assert isinstance(outcome, SignedOn) and outcome.user == expected, (case, outcome)
+    # From now on the identity is that user's, whatever the claim's name or e-mail, sign-on open or not.
+    again = await signing.resolve(Claim(claim.provider, claim.subject, "someone else"), admin=None, open_sign_on=False)
+    assert again == SignedOn(expected, "its linked identity"), case
+    with sign_on_history.connect() as connection:
+        row = connection.execute(sa.select(users).where(users.c.identifier == expected)).one()
+    assert row.is_admin == (expected == "root" or bool(admin)), case
+    if expected not in ("pat", "alice"):  # a new user: the e-mail kept only when verified
+        assert row.email == (claim.email if claim.email_verified else None) and row.password_hash is None, case
+
+
+async def test_an_admin_links_an_identity_to_one_user_only(signing: Identities):
+    assert await signing.link("root", "generic", "u-1") == (Linked.DONE, "root")
+    assert await signing.link("root", "generic", "u-1") == (Linked.DONE, "root")  # again: nothing changes
+    assert await signing.link("alice", "generic", "u-1") == (Linked.TAKEN, "root")
+    assert await signing.link("nobody", "generic", "u-9") == (Linked.NO_USER, "")
+    assert await signing.link("local", "generic", "u-9") == (Linked.RESERVED, "")
+    signed_on = await signing.resolve(oidc("u-1", "mallory"), admin=None, open_sign_on=False)
+    assert signed_on == SignedOn("root", "its linked identity")  # root's password account, as the admin chose
+    assert (await signing.linked())["root"] == [{"provider": "generic", "subject": "u-1"}]
+    assert not await signing.unlink("alice", "generic", "u-1")
+    assert await signing.unlink("root", "generic", "u-1")
+    assert "root" not in await signing.linked()
+
+
+def test_the_migration_keeps_proxy_users_and_ends_the_local_users_logins(tmp_path: Path):
+    from alembic import command
+    from alembic.config import Config
+
+    from app.history.schema import MIGRATIONS
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'chat.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0005_team")
+        for name in ("pat", "local", "alice"):
+            connection.execute(sa.insert(users).values(**new_user(name)))
+        connection.execute(sa.update(users).where(users.c.identifier == "alice").values(password_hash=hasher.hash("x")))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0006_identities")
+    with engine.connect() as connection:
+        seeded = connection.execute(sa.select(identities.c.provider, identities.c.subject)).all()
+        ended = connection.execute(sa.select(users.c.identifier, users.c.sessions_from)).all()
+    assert seeded == [("proxy", "pat")]  # not the local user, not a password user
+    assert [name for name, since in ended if since is not None] == ["local"]
