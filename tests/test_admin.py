@@ -218,3 +218,29 @@ async def test_a_limit_set_on_one_replica_holds_on_the_other(vllm: VllmServer, p
         replicas = (await state(root))["health"]["replicas"]
         assert len(replicas) == 2 and all(replica["recent"] for replica in replicas)
         await hal.close()
+
+
+@pytest.mark.postgres
+async def test_each_change_is_one_transaction_503_while_the_database_is_away_409_for_a_conflict(
+    vllm: VllmServer, postgres: PostgresServer
+):
+    url = postgres.new_database(f"admin_{secrets.token_hex(4)}")
+    first, second = (ChatApp(vllm, extra_env={"DATABASE_URL": url, "DATABASE_TIMEOUT": "2"}) for _ in range(2))
+    assert run_users(first, "add", "root", "--admin", password="root-password").returncode == 0
+    assert run_users(first, "add", "hal", password="hal-password").returncode == 0
+    with running(first, second):
+        on_first, on_second = await logged_in(first, "root"), await logged_in(second, "root")
+        logged = len((await state(on_first))["changes"])
+        postgres.stop(keep_data=True)
+        try:
+            assert (await on_first.rest("GET", "/admin/api/state"))[0] == 503
+            assert await change(on_first, "users/limits", {"name": "hal", "daily_tokens": 5}) == 503
+        finally:
+            postgres.start()
+        seen = await state(on_first)
+        assert member(seen, "hal")["limits"]["daily_tokens"] is None and len(seen["changes"]) == logged  # nothing
+        new = {"name": "zed", "password": "zed-password-1"}
+        both = await asyncio.gather(change(on_first, "users/add", new), change(on_second, "users/add", new))
+        assert sorted(both) == [200, 409]  # the same user added on two replicas at once: once
+        seen = await state(on_first)
+        assert [c["action"] for c in seen["changes"]][: len(seen["changes"]) - logged] == ["add user"]

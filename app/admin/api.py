@@ -18,12 +18,12 @@ from app.admin.access import Gate
 from app.chat.backend import Backend
 from app.chat.quotas import Limits, Quotas
 from app.config import Settings
-from app.errors import ChatError
+from app.errors import ChatError, HistoryRefused, HistoryUnavailable
 from app.history.accounts import MIN_PASSWORD_CHARS
 from app.history.identities import Identities, Linked
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
-from app.history.team import Team
+from app.history.team import Change, EmailLinked, Team
 from app.identity.claims import PROXY_PROVIDER, password_name
 from app.page import seam
 from app.presets.builtin import BUILT_IN
@@ -141,10 +141,10 @@ class Admin:
         kind = self.store.engine.dialect.name
         return {"vllm": vllm, "database": {"kind": kind, "reachable": database}, "replicas": replicas}
 
-    async def changed(self, me: str, action: str, target: str, detail: str = "") -> dict[str, bool]:
-        """Log a change (the app's log and the admin log) and say it is done."""
-        log.info("Admin page: %s: %s %s %s", me, action, target, detail)
-        await self.team.log(me, action, target, detail)
+    @staticmethod
+    def done(change: Change) -> dict[str, bool]:
+        """Say a change is done (it is in the admin log already, with the change in one transaction)."""
+        log.info("Admin page: %s: %s %s %s", change.admin, change.action, change.target, change.detail)
         return {"ok": True}
 
     async def logins_ended(self) -> None:
@@ -159,82 +159,94 @@ class Admin:
     async def add_user(self, me: str, new: NewUser) -> dict[str, bool]:
         if refusal := password_name(new.name):
             raise HTTPException(422, refusal.reason)
-        if not await self.team.add(new.name.strip(), new.password, admin=new.admin, email=new.email):
+        change = Change(me, "add user", new.name, "admin" if new.admin else "")
+        if not await self.team.add(change, new.name.strip(), new.password, admin=new.admin, email=new.email):
             raise HTTPException(409, f"There is a user {new.name} already")
-        return await self.changed(me, "add user", new.name, "admin" if new.admin else "")
+        return self.done(change)
 
-    async def set_password(self, me: str, change: NewPassword) -> dict[str, bool]:
-        found(await self.team.set_password(change.name, change.password), change.name)
+    async def set_password(self, me: str, request: NewPassword) -> dict[str, bool]:
+        change = Change(me, "set password", request.name)
+        found(await self.team.set_password(change, request.name, request.password), request.name)
         await self.logins_ended()
-        return await self.changed(me, "set password", change.name)
+        return self.done(change)
 
-    async def set_admin(self, me: str, change: AdminFlag) -> dict[str, bool]:
-        if not change.admin and change.name == me:
+    async def set_admin(self, me: str, request: AdminFlag) -> dict[str, bool]:
+        if not request.admin and request.name == me:
             raise HTTPException(409, "You cannot unmake yourself an admin: ask another admin")
-        found(await self.team.set_admin(change.name, change.admin), change.name)
-        return await self.changed(me, "make admin" if change.admin else "unmake admin", change.name)
+        change = Change(me, "make admin" if request.admin else "unmake admin", request.name)
+        found(await self.team.set_admin(change, request.name, request.admin), request.name)
+        return self.done(change)
 
-    async def set_email(self, me: str, change: Email) -> dict[str, bool]:
-        owner = await self.team.email_owner(change.email) if change.email else None
-        if owner not in (None, change.name):
-            raise HTTPException(409, f"{owner} has the e-mail {change.email} already")
-        found(await self.team.set_email(change.name, change.email or None), change.name)
-        return await self.changed(me, "link e-mail", change.name, change.email or "(none)")
+    async def set_email(self, me: str, request: Email) -> dict[str, bool]:
+        change = Change(me, "link e-mail", request.name, request.email or "(none)")
+        outcome, owner = await self.team.set_email(change, request.name, request.email or None)
+        if outcome is EmailLinked.TAKEN:
+            raise HTTPException(409, f"{owner} has the e-mail {request.email} already")
+        found(outcome is EmailLinked.DONE, request.name)
+        return self.done(change)
 
-    async def link_sign_on(self, me: str, change: SignOnIdentity) -> dict[str, bool]:
-        if change.provider not in (configured := self.sign_on_providers()):
+    async def link_sign_on(self, me: str, request: SignOnIdentity) -> dict[str, bool]:
+        if request.provider not in (configured := self.sign_on_providers()):
             choices = ", ".join(configured) or "none"
-            raise HTTPException(422, f"No sign-on {change.provider} is configured here (configured: {choices})")
-        outcome, holder = await self.identities.link(change.name, change.provider, change.subject)
+            raise HTTPException(422, f"No sign-on {request.provider} is configured here (configured: {choices})")
+        linked = f"{request.provider}: {request.subject}"
+        change = Change(me, "link sign-on", request.name, linked)
+        outcome, holder = await self.identities.link(change, request.name, request.provider, request.subject)
         if outcome is Linked.RESERVED:
-            raise HTTPException(422, f"{change.name} signs in with this machine's key link, never by sign-on")
+            raise HTTPException(422, f"{request.name} signs in with this machine's key link, never by sign-on")
         if outcome is Linked.TAKEN:
-            linked = f"{change.provider}: {change.subject}"
             raise HTTPException(409, f"{linked} is linked to {holder} already: unlink it there first")
-        found(outcome is Linked.DONE, change.name)
-        return await self.changed(me, "link sign-on", change.name, f"{change.provider}: {change.subject}")
+        found(outcome is Linked.DONE, request.name)
+        return self.done(change)
 
-    async def unlink_sign_on(self, me: str, change: SignOnIdentity) -> dict[str, bool]:
-        if not await self.identities.unlink(change.name, change.provider, change.subject):
-            raise HTTPException(404, f"{change.name} has no sign-on {change.provider}: {change.subject}")
-        return await self.changed(me, "unlink sign-on", change.name, f"{change.provider}: {change.subject}")
+    async def unlink_sign_on(self, me: str, request: SignOnIdentity) -> dict[str, bool]:
+        linked = f"{request.provider}: {request.subject}"
+        change = Change(me, "unlink sign-on", request.name, linked)
+        if not await self.identities.unlink(change, request.name, request.provider, request.subject):
+            raise HTTPException(404, f"{request.name} has no sign-on {linked}")
+        return self.done(change)
 
-    async def set_sign_on_may_link(self, me: str, change: MayLink) -> dict[str, bool]:
-        found(await self.team.set_sign_on_may_link(change.name, change.allowed), change.name)
-        what = "let sign-on link by e-mail" if change.allowed else "keep sign-on from linking by e-mail"
-        return await self.changed(me, what, change.name)
+    async def set_sign_on_may_link(self, me: str, request: MayLink) -> dict[str, bool]:
+        what = "let sign-on link by e-mail" if request.allowed else "keep sign-on from linking by e-mail"
+        change = Change(me, what, request.name)
+        found(await self.team.set_sign_on_may_link(change, request.name, request.allowed), request.name)
+        return self.done(change)
 
-    async def set_limits(self, me: str, change: OwnLimits) -> dict[str, bool]:
-        limits = Limits(change.answers_at_once, change.messages_per_minute, change.daily_tokens)
-        found(await self.team.set_limits(change.name, limits), change.name)
-        return await self.changed(me, "set limits", change.name, str(asdict(limits)))
+    async def set_limits(self, me: str, request: OwnLimits) -> dict[str, bool]:
+        limits = Limits(request.answers_at_once, request.messages_per_minute, request.daily_tokens)
+        change = Change(me, "set limits", request.name, str(asdict(limits)))
+        found(await self.team.set_limits(change, request.name, limits), request.name)
+        return self.done(change)
 
-    async def end_sessions(self, me: str, change: Named) -> dict[str, bool]:
-        found(await self.team.end_sessions(change.name), change.name)
+    async def end_sessions(self, me: str, request: Named) -> dict[str, bool]:
+        change = Change(me, "end sessions", request.name)
+        found(await self.team.end_sessions(change, request.name), request.name)
         await self.logins_ended()
-        return await self.changed(me, "end sessions", change.name)
+        return self.done(change)
 
-    async def remove_user(self, me: str, change: Named) -> dict[str, bool]:
-        if change.name == me:
+    async def remove_user(self, me: str, request: Named) -> dict[str, bool]:
+        if request.name == me:
             raise HTTPException(409, "You cannot remove yourself: ask another admin")
-        found(await self.team.remove(change.name), change.name)
+        change = Change(me, "remove user", request.name)
+        found(await self.team.remove(change, request.name), request.name)
         await self.logins_ended()
-        return await self.changed(me, "remove user", change.name)
+        return self.done(change)
 
-    async def set_defaults(self, me: str, change: Defaults) -> dict[str, bool]:
+    async def set_defaults(self, me: str, request: Defaults) -> dict[str, bool]:
         names = {preset.name for preset in BUILT_IN}
-        if unknown := set(change.hidden_presets) - names:
+        if unknown := set(request.hidden_presets) - names:
             raise HTTPException(422, f"No built-in preset {', '.join(sorted(unknown))}")
-        if len(set(change.hidden_presets)) == len(names):
+        if len(set(request.hidden_presets)) == len(names):
             raise HTTPException(422, "At least one built-in preset stays shown")
-        for key, value in change.model_dump().items():
-            await self.team.set_default(key, value)
-        return await self.changed(me, "set defaults", "everyone", change.model_dump_json())
+        change = Change(me, "set defaults", "everyone", request.model_dump_json())
+        await self.team.set_defaults(change, request.model_dump())
+        return self.done(change)
 
     async def unshare(self, me: str, share: Share) -> dict[str, bool]:
-        if not await self.team.unshare(share.thread_id):
+        change = Change(me, "unshare chat", share.thread_id)
+        if not await self.team.unshare(change, share.thread_id):
             raise HTTPException(404, "No such chat")
-        return await self.changed(me, "unshare chat", share.thread_id)
+        return self.done(change)
 
 
 def found(changed: bool, name: str) -> None:
@@ -279,7 +291,14 @@ def endpoint(action: Callable[..., Awaitable[Any]], me: Any) -> Callable[..., Aw
     ]
 
     async def run(**values: Any) -> Any:
-        return await action(**values)
+        try:
+            return await action(**values)
+        except HistoryRefused as refused:  # a change made meanwhile, e.g. the same name or e-mail given twice
+            raise HTTPException(
+                409, "This conflicts with a change made meanwhile: reload the page and try again"
+            ) from refused
+        except HistoryUnavailable as away:
+            raise HTTPException(503, "The history database does not answer just now: try again in a moment") from away
 
     # FastAPI reads the dependency and the body's model off the signature.
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]

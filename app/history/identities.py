@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Row
 
 from app.history.accounts import new_user
 from app.history.schema import identities, users
+from app.history.team import Change, and_logged
 from app.history.writes import Writer
 from app.identity.claims import LONGEST, Claim, Refusal, reserved
 
@@ -65,13 +66,14 @@ class Identities:
             by_user.setdefault(row.identifier, []).append({"provider": row.provider, "subject": row.subject})
         return by_user
 
-    async def link(self, name: str, provider: str, subject: str) -> tuple[Linked, str]:
+    async def link(self, change: Change, name: str, provider: str, subject: str) -> tuple[Linked, str]:
         """Link the identity to the user (and the user it is linked to already, if another)."""
         work = functools.partial(link, name=name, key=(provider, subject))
-        outcome: tuple[Linked, str] = await self.writer.write("link a sign-on", work)
+        done = and_logged(change, work, lambda outcome: outcome[0] is Linked.DONE)
+        outcome: tuple[Linked, str] = await self.writer.write("link a sign-on", done)
         return outcome
 
-    async def unlink(self, name: str, provider: str, subject: str) -> bool:
+    async def unlink(self, change: Change, name: str, provider: str, subject: str) -> bool:
         """Unlink the identity from the user; False if it was not theirs."""
         mine = sa.and_(
             identities.c.provider == provider,
@@ -79,7 +81,8 @@ class Identities:
             identities.c.user_id == sa.select(users.c.id).where(users.c.identifier == name).scalar_subquery(),
         )
         statement = sa.delete(identities).where(mine)
-        return bool(await self.writer.write("unlink a sign-on", lambda c: c.execute(statement).rowcount))
+        work = and_logged(change, lambda c: c.execute(statement).rowcount)
+        return bool(await self.writer.write("unlink a sign-on", work))
 
 
 def resolve(connection: Connection, *, claim: Claim, admin: bool | None, open_sign_on: bool) -> SignedOn | Refusal:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -19,6 +21,15 @@ from app.history.writes import Writer
 # The defaults an admin sets for everyone, and their values until one does.
 DEFAULTS: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": False}
 LOG_SHOWN = 50
+Result = TypeVar("Result")
+
+
+class EmailLinked(StrEnum):
+    """What linking an e-mail to a user came to."""
+
+    DONE = "done"
+    NO_USER = "no user"
+    TAKEN = "taken"
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,37 @@ class Member:
     limits: Limits
     # Whether a sign-on with their verified e-mail may link to them though they have a password.
     sign_on_may_link: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    """An admin's change as the admin log keeps it: who made it, what, to whom, how."""
+
+    admin: str
+    action: str
+    target: str
+    detail: str = ""
+
+
+def logged(connection: Connection, change: Change) -> None:
+    """The change's line in the admin log, in the change's own transaction."""
+    row = {"at": time.time(), "admin": change.admin[:255], "action": change.action[:64], "target": change.target[:255]}
+    connection.execute(sa.insert(admin_log).values(**row, detail=change.detail))
+
+
+Work = Callable[[Connection], Result]
+
+
+def and_logged(change: Change, work: Work[Result], done: Callable[[Result], bool] = bool) -> Work[Result]:
+    """The work, and the change's line in the admin log if it was done: one transaction, so neither goes alone."""
+
+    def together(connection: Connection) -> Result:
+        outcome = work(connection)
+        if done(outcome):
+            logged(connection, change)
+        return outcome
+
+    return together
 
 
 def since_day(days: int) -> str:
@@ -74,7 +116,7 @@ class Team:
             for r in rows
         ]
 
-    async def add(self, name: str, password: str, *, admin: bool, email: str | None) -> bool:
+    async def add(self, change: Change, name: str, password: str, *, admin: bool, email: str | None) -> bool:
         """Add a user with a password (False: the name is taken, nothing changed)."""
         hashed = await self.writer.run("hash a password", hasher.hash, password)
 
@@ -86,42 +128,46 @@ class Team:
                 connection.execute(sa.update(users).where(users.c.identifier == name).values(email=email))
             return True
 
-        return bool(await self.writer.write("add a user", work))
+        return bool(await self.writer.write("add a user", and_logged(change, work)))
 
-    async def set_password(self, name: str, password: str) -> bool:
+    async def set_password(self, change: Change, name: str, password: str) -> bool:
         """A new password for an existing user (ending their logins); False if there is no such user."""
         hashed = await self.writer.run("hash a password", hasher.hash, password)
-        return await self._change(name, "set a password", password_hash=hashed, sessions_from=next_second())
+        return await self._change(change, name, password_hash=hashed, sessions_from=next_second())
 
-    async def set_admin(self, name: str, admin: bool) -> bool:
+    async def set_admin(self, change: Change, name: str, admin: bool) -> bool:
         """Make or unmake an admin; False if there is no such user."""
-        return await self._change(name, "change an admin", is_admin=admin)
+        return await self._change(change, name, is_admin=admin)
 
-    async def set_email(self, name: str, email: str | None) -> bool:
-        """The e-mail that links single sign-on to this user (None: none); False if there is no such user."""
-        return await self._change(name, "link an e-mail", email=email)
+    async def set_email(self, change: Change, name: str, email: str | None) -> tuple[EmailLinked, str]:
+        """The e-mail that links single sign-on to this user (None: none), and who has it if another does."""
 
-    async def set_sign_on_may_link(self, name: str, allowed: bool) -> bool:
+        def work(connection: Connection) -> tuple[EmailLinked, str]:
+            owner = connection.execute(sa.select(users.c.identifier).where(users.c.email == email)).scalar()
+            if email is not None and owner not in (None, name):
+                return EmailLinked.TAKEN, str(owner)
+            statement = sa.update(users).where(users.c.identifier == name).values(email=email)
+            return (EmailLinked.DONE if connection.execute(statement).rowcount else EmailLinked.NO_USER), name
+
+        done = and_logged(change, work, lambda outcome: outcome[0] is EmailLinked.DONE)
+        outcome: tuple[EmailLinked, str] = await self.writer.write("link an e-mail", done)
+        return outcome
+
+    async def set_sign_on_may_link(self, change: Change, name: str, allowed: bool) -> bool:
         """Whether a sign-on with this user's verified e-mail may link to them; False if there is no such user."""
-        return await self._change(name, "let sign-on link by e-mail", sign_on_may_link=allowed)
+        return await self._change(change, name, sign_on_may_link=allowed)
 
-    async def email_owner(self, email: str) -> str | None:
-        """The user linked to this e-mail (None: nobody)."""
-        query = sa.select(users.c.identifier).where(users.c.email == email)
-        owner: str | None = await self.writer.read("find an e-mail", lambda c: c.execute(query).scalar())
-        return owner
-
-    async def end_sessions(self, name: str) -> bool:
+    async def end_sessions(self, change: Change, name: str) -> bool:
         """End every login of the user now (their open tabs close at the next sweep); False if no such user."""
-        return await self._change(name, "end a user's logins", sessions_from=next_second())
+        return await self._change(change, name, sessions_from=next_second())
 
-    async def remove(self, name: str) -> bool:
+    async def remove(self, change: Change, name: str) -> bool:
         """Remove the user and all their chats; False if there was none."""
-        return bool(await self.writer.write("remove a user", lambda c: delete_user(c, name)))
+        return bool(await self.writer.write("remove a user", and_logged(change, lambda c: delete_user(c, name))))
 
-    async def _change(self, name: str, what: str, **values: Any) -> bool:
+    async def _change(self, change: Change, name: str, **values: Any) -> bool:
         statement = sa.update(users).where(users.c.identifier == name).values(**values)
-        return bool(await self.writer.write(what, lambda c: c.execute(statement).rowcount))
+        return bool(await self.writer.write(change.action, and_logged(change, lambda c: c.execute(statement).rowcount)))
 
     async def limits_of(self, name: str) -> Limits:
         """The user's own limits (all None: the defaults)."""
@@ -133,7 +179,7 @@ class Team:
         row = await self.writer.read("read a user's limits", lambda c: c.execute(query).first())
         return Limits(*row) if row else Limits()
 
-    async def set_limits(self, name: str, limits: Limits) -> bool:
+    async def set_limits(self, change: Change, name: str, limits: Limits) -> bool:
         """Set the user's limits (None fields: the default); False if there is no such user."""
 
         def work(connection: Connection) -> bool:
@@ -144,26 +190,23 @@ class Team:
             connection.execute(sa.insert(user_limits).values(user_id=user_id, **asdict(limits)))
             return True
 
-        return bool(await self.writer.write("set a user's limits", work))
+        return bool(await self.writer.write("set a user's limits", and_logged(change, work)))
 
     async def defaults(self) -> dict[str, Any]:
         """The defaults for everyone, as admins set them."""
         rows = await self.writer.read("read the team's defaults", lambda c: list(c.execute(sa.select(team_settings))))
         return DEFAULTS | {row.key: row.value for row in rows if row.key in DEFAULTS}
 
-    async def set_default(self, key: str, value: Any) -> None:
-        """Set one default for everyone."""
+    async def set_defaults(self, change: Change, values: dict[str, Any]) -> None:
+        """Set the defaults for everyone, together."""
 
-        def work(connection: Connection) -> None:
-            connection.execute(sa.delete(team_settings).where(team_settings.c.key == key))
-            connection.execute(sa.insert(team_settings).values(key=key, value=value))
+        def work(connection: Connection) -> bool:
+            for key, value in values.items():
+                connection.execute(sa.delete(team_settings).where(team_settings.c.key == key))
+                connection.execute(sa.insert(team_settings).values(key=key, value=value))
+            return True
 
-        await self.writer.write("set a default", work)
-
-    async def log(self, admin: str, action: str, target: str, detail: str = "") -> None:
-        """Keep a line of who changed what, when."""
-        row = {"at": time.time(), "admin": admin[:255], "action": action[:64], "target": target[:255], "detail": detail}
-        await self.writer.write("log an admin's change", lambda c: c.execute(sa.insert(admin_log).values(**row)))
+        await self.writer.write("set the defaults", and_logged(change, work))
 
     async def recent_changes(self) -> list[dict[str, Any]]:
         """The admin log's newest lines."""
@@ -192,7 +235,7 @@ class Team:
             for r in rows
         ]
 
-    async def unshare(self, thread_id: str) -> bool:
+    async def unshare(self, change: Change, thread_id: str) -> bool:
         """Stop sharing a chat (its link shows nothing from now on); False if there is no such chat."""
 
         def work(connection: Connection) -> bool:
@@ -203,7 +246,7 @@ class Team:
             connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(metadata=unshared))
             return True
 
-        return bool(await self.writer.write("unshare a chat", work))
+        return bool(await self.writer.write("unshare a chat", and_logged(change, work)))
 
     async def signed_in(self, name: str) -> None:
         """Note the user's login (the admin page's last login)."""
