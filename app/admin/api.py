@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
-import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
@@ -18,7 +16,7 @@ from app.admin.access import Gate
 from app.chat.backend import Backend
 from app.chat.quotas import Limits, Quotas
 from app.config import Settings
-from app.errors import ChatError, HistoryRefused, HistoryUnavailable
+from app.errors import ChatError
 from app.history.accounts import MIN_PASSWORD_CHARS
 from app.history.identities import Identities, Linked
 from app.history.replicas import Replicas
@@ -27,6 +25,7 @@ from app.history.team import Change, EmailLinked, Team
 from app.identity.claims import PROXY_PROVIDER, password_name
 from app.page import seam
 from app.presets.builtin import BUILT_IN
+from app.web.app_pages import endpoint
 from app.web.login_sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -279,27 +278,3 @@ def install(admin: Admin) -> None:
     }
     for path, change in changes.items():
         seam.add_route(f"{PREFIX}/{path}", endpoint(change, me), "POST")
-
-
-def endpoint(action: Callable[..., Awaitable[Any]], me: Any) -> Callable[..., Awaitable[Any]]:
-    """A FastAPI endpoint for an action: the caller checked first, then a change's body read as its model."""
-    names = list(inspect.signature(action).parameters)
-    hints = typing.get_type_hints(action)
-    parameters = [inspect.Parameter(names[0], inspect.Parameter.KEYWORD_ONLY, annotation=me)]
-    parameters += [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[name]) for name in names[1:]
-    ]
-
-    async def run(**values: Any) -> Any:
-        try:
-            return await action(**values)
-        except HistoryRefused as refused:  # a change made meanwhile, e.g. the same name or e-mail given twice
-            raise HTTPException(
-                409, "This conflicts with a change made meanwhile: reload the page and try again"
-            ) from refused
-        except HistoryUnavailable as away:
-            raise HTTPException(503, "The history database does not answer just now: try again in a moment") from away
-
-    # FastAPI reads the dependency and the body's model off the signature.
-    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    return run
