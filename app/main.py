@@ -68,9 +68,10 @@ async def on_chat_start() -> None:
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
     await library_page.offer(chat, APP.library)
-    documents = await presets.starting_documents(profile, user, APP.preset_store)
-    await library_page.start_with(chat, APP.library, documents)
-    await organize.start(chat, APP.projects, APP.history.team, APP.library)
+    preset = await presets.starting_preset(profile, user, APP.preset_store)
+    await library_page.start_with(chat, APP.library, preset.documents if preset is not None else [])
+    project = preset.project_id if preset is not None else None
+    await organize.start(chat, APP.projects, APP.history.team, APP.library, project)
     await greet(chat, APP.backend, APP.settings, admin=await APP.is_admin(user))
 
 

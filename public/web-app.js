@@ -93,9 +93,16 @@
     }
     return realFetch(input, init);
   };
+  // Marked again as the page redraws the message (a redraw replaces the text the ranges were in), for a while.
+  const MARK_FOR_MS = 10_000;
+  let markedAt = 0;
   const markFound = () => {
     if (!wanted.words.length || !location.pathname.startsWith("/thread/") || !window.CSS?.highlights) return;
     if (wanted.path && wanted.path !== location.pathname) return;
+    if (markedAt && Date.now() - markedAt > MARK_FOR_MS) {
+      wanted.words = []; // done: the chat is the person's again
+      return;
+    }
     const steps = [...document.querySelectorAll(wanted.step ? `[id='${CSS.escape(wanted.step)}']` : "[id^='step-']")];
     const ranges = [];
     for (const step of steps) {
@@ -115,8 +122,8 @@
     }
     if (!ranges.length) return;
     CSS.highlights.set(FOUND, new Highlight(...ranges));
-    ranges[0].startContainer.parentElement.scrollIntoView({ block: "center" });
-    wanted.words = []; // once: the chat is the person's again
+    if (!markedAt) ranges[0].startContainer.parentElement.scrollIntoView({ block: "center" });
+    markedAt ||= Date.now();
   };
   const style = document.createElement("style");
   style.textContent = `::highlight(${FOUND}) { background: #fde68a; color: #111; }`;

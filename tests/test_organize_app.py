@@ -5,6 +5,7 @@ instructions; another user reaches none of it by any route."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ import sqlalchemy as sa
 from app.history.database import create_engine, database_url
 from app.history.schema import metadata
 from tests.support.chat_client import ChatClient
-from tests.support.history import answer_of
-from tests.support.servers import ChatApp, VllmServer
+from tests.support.history import answer_of, app_with_users, run_users
+from tests.support.servers import ChatApp, VllmServer, running
 from tests.support.versions import sent_prompt
 
 pytestmark = [pytest.mark.app, pytest.mark.vllm]
@@ -91,3 +92,74 @@ async def test_a_chat_started_in_a_project_is_answered_with_its_instructions(cha
     filed = next(c for c in state["chats"] if c["id"] == tab.thread_id_started)
     assert filed["project_id"] == made["id"]
     await tab.close()
+
+
+@pytest.fixture(scope="module")
+def two_users(vllm: VllmServer) -> Iterator[ChatApp]:
+    """An app with password login for ann and ben, and root, an admin."""
+    app = app_with_users(vllm, "ann", "ben")
+    assert run_users(app, "add", "root", "--admin", password="root-password").returncode == 0
+    with running(app):
+        yield app
+
+
+async def test_another_user_reaches_none_of_it_by_any_route(two_users: ChatApp):
+    ann = await logged_in(two_users, credentials=("ann", "ann-password"))
+    status, made = await ann.rest("POST", "/chats/api/projects/create", {"name": "Private", "instructions": "ann's"})
+    assert status == 200
+    await ann.ask("my locker code is quokka-7")
+    chat = ann.thread_id_started
+    assert (await ann.rest("POST", "/chats/api/chats/pin", {"id": chat, "on": True}))[0] == 200
+    await ann.close()
+
+    ben = await logged_in(two_users, credentials=("ben", "ben-password"))
+    status, state = await ben.rest("GET", "/chats/api/state")
+    assert status == 200 and state["projects"] == [] and chat not in str(state)
+    assert (await ben.rest("GET", "/chats/api/search?q=quokka"))[1] == {"results": []}
+    threads = {"pagination": {"first": 20}, "filter": {"search": "quokka"}}  # Chainlit's own search dialog
+    assert (await ben.rest("POST", "/project/threads", threads))[1]["data"] == []
+    for path, body in (
+        ("chats/pin", {"id": chat, "on": False}),
+        ("chats/archive", {"id": chat, "on": True}),
+        ("chats/project", {"id": chat, "project_id": None}),
+        ("projects/change", {"id": made["id"], "name": "Mine", "instructions": ""}),
+        ("projects/delete", {"id": made["id"]}),
+    ):
+        assert (await ben.rest("POST", f"/chats/api/{path}", body))[0] == 404, path
+    foreign = ChatClient(two_users.url, headers={"Origin": "https://evil.example"}, cookies=dict(ben.cookies))
+    assert (await foreign.rest("POST", "/chats/api/chats/pin", {"id": chat, "on": True}))[0] == 403
+    assert (await ChatClient(two_users.url).rest("GET", "/chats/api/state"))[0] == 401
+    await ben.close()
+
+    again = await logged_in(two_users, credentials=("ann", "ann-password"))  # ann's own is as she left it
+    status, state = await again.rest("GET", "/chats/api/state")
+    assert [c["id"] for c in state["chats"] if c["pinned"]] == [chat] and state["projects"][0]["name"] == "Private"
+    await again.close()
+
+
+async def test_a_preset_saved_in_a_projects_chat_starts_its_chats_in_that_project(two_users: ChatApp):
+    ben = await logged_in(two_users, credentials=("ben", "ben-password"))
+    status, made = await ben.rest("POST", "/chats/api/projects/create", {"name": "Orchard", "instructions": ""})
+    assert status == 200
+    await ben.close()
+    started = {"Referer": f"{two_users.url}/?project={made['id']}"}
+    in_orchard = await logged_in(two_users, headers=started, credentials=("ben", "ben-password"))
+    await in_orchard.change_settings({"preset_save": "Orchard work"})
+    await in_orchard.close()
+    with_preset = await logged_in(two_users, credentials=("ben", "ben-password"), chat_profile="Orchard work")
+    assert any("Orchard" in m.get("output", "") for m in with_preset.messages.values())  # the greeting names it
+    await with_preset.close()
+
+
+async def test_an_admin_makes_every_chat_of_someone_temporary(two_users: ChatApp):
+    root = await logged_in(two_users, credentials=("root", "root-password"))
+    assert (await root.rest("POST", "/admin/api/users/temporary", {"name": "ann", "on": True}))[0] == 200
+    ann = await logged_in(two_users, credentials=("ann", "ann-password"))  # no History picked: temporary all the same
+    modes = [data for event, data in ann.events if event == "set_modes"]
+    assert [option["id"] for option in modes[-1][0]["options"]] == ["temporary"]  # nothing else to pick
+    await ann.ask("a question about wombats")
+    await ann.close()
+    await asyncio.sleep(2)
+    assert "wombats" not in everything_stored(two_users)
+    assert (await root.rest("POST", "/admin/api/users/temporary", {"name": "ann", "on": False}))[0] == 200
+    await root.close()

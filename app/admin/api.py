@@ -69,6 +69,10 @@ class MayLink(Named):
     allowed: bool
 
 
+class TemporaryOnly(Named):
+    on: bool
+
+
 class OwnLimits(Named):
     answers_at_once: int | None = Field(None, ge=1, le=1000)
     messages_per_minute: int | None = Field(None, ge=1, le=100_000)
@@ -79,6 +83,7 @@ class Defaults(BaseModel):
     system_prompt: str | None = Field(None, max_length=20_000)
     hidden_presets: list[str] = Field(default_factory=list, max_length=len(BUILT_IN))
     open_sign_on: bool = False
+    temporary_chats: bool = False
 
 
 class Share(BaseModel):
@@ -211,6 +216,12 @@ class Admin:
         found(await self.team.set_sign_on_may_link(change, request.name, request.allowed), request.name)
         return self.done(change)
 
+    async def set_temporary_only(self, me: str, request: TemporaryOnly) -> dict[str, bool]:
+        what = "make every chat temporary" if request.on else "keep chats again"
+        change = Change(me, what, request.name)
+        found(await self.team.set_temporary_only(change, request.name, request.on), request.name)
+        return self.done(change)
+
     async def set_limits(self, me: str, request: OwnLimits) -> dict[str, bool]:
         limits = Limits(request.answers_at_once, request.messages_per_minute, request.daily_tokens)
         change = Change(me, "set limits", request.name, str(asdict(limits)))
@@ -270,6 +281,7 @@ def install(admin: Admin) -> None:
         "users/link-sign-on": admin.link_sign_on,
         "users/unlink-sign-on": admin.unlink_sign_on,
         "users/sign-on-may-link": admin.set_sign_on_may_link,
+        "users/temporary": admin.set_temporary_only,
         "users/limits": admin.set_limits,
         "users/end-sessions": admin.end_sessions,
         "users/remove": admin.remove_user,

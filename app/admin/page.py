@@ -29,7 +29,7 @@ def page_language(forced: str, request: Request) -> str:
 def render(lang: str) -> str:
     """The page, with its sections empty until the script fills them."""
     words = TEXT[lang]
-    links = [Link("/chats", words["chats"]), Link(ROUTE, words["title"], current=True), Link("/", words["back"])]
+    links = [Link("/", words["back"]), Link("/chats", words["chats"])]
     return frame(
         lang, words, links, sections(words, SECTIONS), Assets("/public/admin/admin.js", "/public/admin/admin.css")
     )

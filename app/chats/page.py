@@ -13,15 +13,13 @@ from app.page import seam
 from app.web.app_pages import Assets, Link, frame, sections
 
 ROUTE = "/chats"
-SECTIONS = ("search", "projects", "chats", "archived")
+SECTIONS = ("search", "chats", "projects", "archived")
 
 
 def render(lang: str, *, admin: bool) -> str:
     """The page, with its sections empty until the script fills them."""
     words = TEXT[lang]
-    links = [Link(ROUTE, words["title"], current=True), Link("/", words["back"])]
-    if admin:
-        links.insert(1, Link("/admin", words["admin"]))
+    links = [Link("/", words["back"])] + ([Link("/admin", words["admin"])] if admin else [])
     return frame(lang, words, links, sections(words, SECTIONS), Assets("/public/chats/chats.js"))
 
 

@@ -249,6 +249,8 @@ presets = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     # The documents a chat started with it searches (ids of the user's own; None: none).
     sa.Column("documents", sa.JSON),
+    # The project a chat started with it is in (None: none).
+    sa.Column("project_id", sa.String(36), sa.ForeignKey("projects.id", ondelete="SET NULL")),
     sa.UniqueConstraint("user_id", "name", name="uq_presets_user_name"),
 )
 

@@ -14,11 +14,14 @@ from app.page import seam, temporary
 from app.page.chat_history import History
 
 
-async def start(chat: Tab, projects: Projects | None, team: Team | None, library: Library | None) -> None:
-    """A new chat: the project its page asked for (if the user's), whether it must be temporary; the picker."""
+async def start(
+    chat: Tab, projects: Projects | None, team: Team | None, library: Library | None, preset_project: str | None
+) -> None:
+    """A new chat: the project its page asked for, or its preset's (if the user's); whether it must be temporary;
+    the History picker."""
     if projects is None or team is None or chat.user is None:
         return
-    asked = parse_qs(urlsplit(seam.page_address()).query).get("project", [""])[0]
+    asked = parse_qs(urlsplit(seam.page_address()).query).get("project", [""])[0] or preset_project
     try:
         found = await projects.of(chat.user, asked) if asked else None
         chat.temporary_only = await team.temporary_only(chat.user)

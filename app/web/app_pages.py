@@ -47,16 +47,14 @@ FRAME = """<!DOCTYPE html>
 
 @dataclass(frozen=True)
 class Link:
-    """A link in the pages' bar: where, what it says, whether it is the page shown."""
+    """A link in the pages' bar to another page: where, what it says."""
 
     href: str
     label: str
-    current: bool = False
 
     def item(self) -> str:
         """The link as an item of the bar's list."""
-        current = ' aria-current="page"' if self.current else ""
-        return f'<li><a href="{html.escape(self.href)}"{current}>{html.escape(self.label)}</a></li>'
+        return f'<li><a href="{html.escape(self.href)}">{html.escape(self.label)}</a></li>'
 
 
 @dataclass(frozen=True)

@@ -90,12 +90,17 @@ function drawUsers() {
       el("td", {}, signOns(u, index)),
       el("td", {}, when(u.last_login_at)),
       el("td", {}, limitsText(u.limits)),
+      el("td", {}, u.projects.join(", ")),
+      el("td", {}, el("input", { type: "checkbox", checked: u.temporary_only,
+        "aria-label": say("action_of", { action: T.temporary_only, name: u.name }),
+        onchange: (event) => change("users/temporary", { name: u.name, on: event.target.checked },
+          say("action_of", { action: T.temporary_only, name: u.name })) })),
       el("td", { class: "actions" },
         u.admin ? act(T.unmake_admin, "users/admin", { admin: false }) : act(T.make_admin, "users/admin", { admin: true }),
         act(T.end_sessions, "users/end-sessions", {}), remove));
   });
   content.append(el("table", { id: "users-table" }, el("caption", { class: "visually-hidden" }, T.users),
-    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.sign_ons, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.sign_ons, T.last_login, T.limits, T.projects, T.temporary_only, T.actions].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows)));
   content.append(form("add-user", T.add_user, [
     field("add-user-name", T.name, { required: true, maxlength: 255, autocomplete: "off" }),
@@ -179,12 +184,15 @@ function drawDefaults() {
   const presets = el("fieldset", {}, el("legend", {}, T.presets_shown), state.presets.map((name, i) =>
     el("div", { class: "field check" }, el("input", { type: "checkbox", id: `preset-${i}`, name: "preset", value: name,
       checked: !d.hidden_presets.includes(name) }), el("label", { for: `preset-${i}` }, name))));
-  const open = el("div", { class: "field check" }, el("input", { type: "checkbox", id: "defaults-open-sign-on",
-    name: "open", checked: d.open_sign_on }), el("label", { for: "defaults-open-sign-on" }, T.open_sign_on));
-  content.append(form("set-defaults", T.defaults, [prompt, presets, open], T.save, async (data) => {
+  const check = (id, name, checked, label) => el("div", { class: "field check" },
+    el("input", { type: "checkbox", id, name, checked }), el("label", { for: id }, label));
+  const open = check("defaults-open-sign-on", "open", d.open_sign_on, T.open_sign_on);
+  const temporary = check("defaults-temporary", "temporary", d.temporary_chats, T.temporary_chats);
+  content.append(form("set-defaults", T.defaults, [prompt, presets, open, temporary], T.save, async (data) => {
     const shown = data.getAll("preset");
     await change("defaults", { system_prompt: data.get("defaults-prompt") || null,
-      hidden_presets: state.presets.filter((name) => !shown.includes(name)), open_sign_on: data.get("open") === "on" }, T.defaults);
+      hidden_presets: state.presets.filter((name) => !shown.includes(name)), open_sign_on: data.get("open") === "on",
+      temporary_chats: data.get("temporary") === "on" }, T.defaults);
     return false; // the form shows what is saved, read again
   }));
 }

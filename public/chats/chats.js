@@ -49,7 +49,7 @@ function opening(result) {
 function drawSearch(query = "", results = null) {
   const content = section("search");
   const input = field("search-words", T.search_label, { type: "search", value: query, maxlength: 1000, autocomplete: "off" }, T.search_hint);
-  const node = el("form", { role: "search", "aria-label": T.search_label }, input,
+  const node = el("form", { role: "search", class: "inline", "aria-label": T.search_label }, input,
     el("button", { type: "submit", class: "primary" }, T.search_button));
   node.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -83,11 +83,12 @@ function documentsOf(project, index) {
 
 function drawProjects() {
   const content = section("projects");
-  content.append(form("new-project", T.new_project, [
+  const open = !state.projects.length;
+  content.append(el("details", { class: "card", open }, el("summary", {}, T.new_project), form("new-project", T.new_project, [
     field("new-project-name", T.name, { required: true, maxlength: 255, autocomplete: "off" }),
     field("new-project-instructions", T.instructions, { tag: "textarea", maxlength: 20000 }, T.instructions_hint),
   ], T.create, (data) => change("projects/create", { name: data.get("new-project-name"),
-    instructions: data.get("new-project-instructions") }, `${T.new_project}: ${data.get("new-project-name")}`)));
+    instructions: data.get("new-project-instructions") }, `${T.new_project}: ${data.get("new-project-name")}`))));
   if (!state.projects.length) {
     content.append(el("p", { class: "muted" }, T.no_projects));
     return;

@@ -49,12 +49,18 @@ def upgrade() -> None:
         threads.create_foreign_key("fk_threads_project_id", "projects", ["project_id"], ["id"], ondelete="SET NULL")
     with op.batch_alter_table("users") as users:
         users.add_column(sa.Column("temporary_only", sa.Boolean, nullable=False, server_default=sa.false()))
+    with op.batch_alter_table("presets") as presets:
+        presets.add_column(sa.Column("project_id", sa.String(36)))
+        presets.create_foreign_key("fk_presets_project_id", "projects", ["project_id"], ["id"], ondelete="SET NULL")
     message_index.create(op.get_bind())
     message_index.backfill(op.get_bind())
 
 
 def downgrade() -> None:
     message_index.drop(op.get_bind())
+    with op.batch_alter_table("presets") as presets:
+        presets.drop_constraint("fk_presets_project_id", type_="foreignkey")
+        presets.drop_column("project_id")
     with op.batch_alter_table("users") as users:
         users.drop_column("temporary_only")
     with op.batch_alter_table("threads") as threads:
