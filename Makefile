@@ -226,6 +226,11 @@ bench-retrieval: install-app ## Passage retrieval: recall@k (en, zh) of whitespa
 	bash tools/install_services.sh
 	$(APP_PY) -m tools.bench_retrieval $(BENCH_ARGS)
 
+.PHONY: bench-search
+bench-search: install-app ## Search inside messages (Chinese): recall@k and ms per search among 10 000 chats, the app on SQLite and PostgreSQL beside substring and whitespace-word search (BENCH_ARGS=--chats 2000 --skip-postgres)
+	bash tools/install_services.sh
+	$(APP_PY) -m tools.bench_search $(BENCH_ARGS)
+
 .PHONY: bench-router
 bench-router: test-deps ## Two tiny vLLM servers behind vLLM's router: prefix-cache hits per policy, throughput at 8-32 chats vs one server (BENCH_ARGS=--chats 8,16 ...)
 	$(SERVE_ENV) ROUTER_VENV=$(ROUTER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_router $(BENCH_ARGS)
