@@ -173,13 +173,13 @@ def test_no_import_loop_between_packages():
 
 
 @pytest.mark.parametrize("module", sorted(modules()))
-def test_the_readmes_layout_table_names_every_module(module):
-    layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+def test_the_layout_table_names_every_module(module):
+    layout = (ROOT / "docs" / "layout.md").read_text()
     named = set(re.findall(r"`([\w/.]+)`", layout))
     path = modules()[module].relative_to(ROOT).as_posix()
     if path.startswith(NAMED_AS_A_FOLDER):
         assert named & set(NAMED_AS_A_FOLDER)
     elif path.endswith("/__init__.py"):  # a package may be named by its folder
-        assert {path, path.removesuffix("__init__.py")} & named, f"{path} is not in the README's layout table"
+        assert {path, path.removesuffix("__init__.py")} & named, f"{path} is not in the layout table (docs/layout.md)"
     else:
-        assert path in named, f"{path} is not in the README's layout table"
+        assert path in named, f"{path} is not in the layout table (docs/layout.md)"
