@@ -18,11 +18,11 @@ from app.chat.attachments import Attachment
 from app.chat.passages import Passage
 from app.documents.embeddings import Embedder, fused, nearest
 from app.documents.split import pieces
-from app.documents.terms import indexed, query_terms
 from app.errors import HistoryUnavailable
 from app.history import passage_index
 from app.history.schema import chat_documents, documents, passages, project_documents, timestamp, user_row, users
 from app.history.writes import Writer
+from app.terms import indexed, query_terms
 
 # Passages indexed per transaction: a long document's never keeps the chats' writes waiting for long.
 PASSAGES_PER_TRANSACTION = 200

@@ -12,9 +12,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from app.documents.terms import query_terms
 from app.history import message_index
 from app.history.schema import projects, steps, threads
+from app.terms import query_terms
 
 FILTER = re.compile(r"^(in|is):(.+)$", re.IGNORECASE)
 # Hits read from the index per search, before they are grouped into chats.

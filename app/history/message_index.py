@@ -10,8 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from app.documents.terms import indexed
 from app.history.schema import MESSAGE_FTS, MESSAGE_VECTOR, MESSAGE_VECTOR_INDEX, message_terms, steps
+from app.terms import indexed
 
 # Ids given as a list or as a statement selecting them.
 Ids = Sequence[str] | sa.Select[Any] | sa.ScalarSelect[Any]
