@@ -19,6 +19,7 @@ TIERS = {
     "app.build": 6,  # the app assembled
     "app.presets": 5,  # a feature: its data, its store, its page
     "app.admin": 5,  # the admin page: its routes, its page
+    "app.chats": 5,  # the chats page: its routes, its page
     "app.web": 4,  # the HTTP guards around Chainlit
     "app.page": 3,  # everything that touches Chainlit
     "app.documents": 2,  # a feature's storage: documents kept, indexed and searched
@@ -31,6 +32,7 @@ TIERS = {
     "app.errors": 0,
     "app.i18n": 0,
     "app.metrics": 0,
+    "app.terms": 0,  # the words of a text for the full-text indexes (documents and messages)
     "serving": 8,  # the server side reads the app's settings only
     "tools": 9,
 }
@@ -41,7 +43,7 @@ NAMED_AS_A_FOLDER = ("app/history/migrations/",)
 # What the server side and the tools may take from the app.
 OUTSIDE_THE_APP = {"app.config"}
 # Benchmarks of the app's own code, which they import to measure it beside the alternative.
-MEASURE_THE_APP = {"tools.bench_retrieval"}
+MEASURE_THE_APP = {"tools.bench_retrieval", "tools.bench_search"}
 
 
 def module_name(path: Path) -> str:
