@@ -20,12 +20,14 @@ from app.chat.quotas import Quotas
 from app.chats import api as chats_api
 from app.chats import page as chats_page
 from app.chats.api import Chats
+from app.chats.importing import Importing
 from app.config import Settings
 from app.documents.embeddings import Embedder
 from app.documents.library import Library
 from app.errors import HistoryUnavailable
 from app.history.accounts import Login, auth_secret
 from app.history.identities import Identities
+from app.history.imports import Imports
 from app.history.projects import Projects
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
@@ -167,8 +169,9 @@ def build(settings: Settings) -> App:
         admin_page.install(gate, settings.language)
     projects = Projects(store.writer) if store is not None else None
     if store is not None and projects is not None and gate is not None:
-        chats_api.install(Chats(projects, store, library))
-        chats_page.install(settings.language, gate.is_admin)
+        importing = Importing(Imports(store.writer), settings.import_max_mb * 1_000_000, settings.language)
+        chats_api.install(Chats(projects, store, library), importing)
+        chats_page.install(settings.language, gate.is_admin, settings.import_max_mb)
     return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas, projects)
 
 

@@ -196,6 +196,9 @@ class Settings(EnvSettings):
     )
     upload_max_files: int = Field(5, ge=1, description="files attached to one message")
     upload_types: str = Field(UPLOAD_TYPES, description="file name endings that may be attached, comma-separated")
+    import_max_mb: int = Field(
+        200, ge=1, description="largest chat export imported on the chats page (MB): the upload, and its text unpacked"
+    )
     library_max_mb: int = Field(200, ge=1, description="documents one user may keep, in MB of the files uploaded")
     documents_per_chat: int = Field(10, ge=1, description="documents one chat's questions may search")
     document_share: float = Field(

@@ -2,6 +2,7 @@
 
     AppError
      ├── ChatError              shown in the chat: a Problem the person can act on (vLLM down, too long ...)
+     │    └── ImportRefused       an uploaded export this app cannot read (foreign, damaged, too big): nothing imported
      └── HistoryError           the chat history's database
           ├── HistoryUnavailable  a read or write failed or timed out while the app runs (the chat goes on)
           │    └── HistoryRefused  the database refused the write itself (a conflict, bad data): retrying fails too
@@ -53,6 +54,10 @@ class Problem(StrEnum):
     FILE_TOO_LONG = "file_too_long"
     LIBRARY_FULL = "library_full"
     CHAT_DOCUMENTS_FULL = "chat_documents_full"
+    IMPORT_FOREIGN = "import_foreign"
+    IMPORT_DAMAGED = "import_damaged"
+    IMPORT_TOO_BIG = "import_too_big"
+    IMPORT_EMPTY = "import_empty"
 
 
 class ChatError(AppError):
@@ -62,6 +67,10 @@ class ChatError(AppError):
         self.problem = problem
         self.details = details
         super().__init__(f"{problem.value}: {details}" if details else problem.value)
+
+
+class ImportRefused(ChatError):
+    """An uploaded export that cannot be read as chats; said on the chats page, and nothing of it is imported."""
 
 
 class HistoryError(AppError):

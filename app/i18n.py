@@ -156,6 +156,12 @@ TEXT: dict[str, dict[str, str]] = {
         "documents you no longer need (the Documents button) and attach it again.",
         Problem.CHAT_DOCUMENTS_FULL: "{name}: this chat already searches {limit} documents, as many as one chat "
         "may. Nothing was sent; start a new chat for it.",
+        Problem.IMPORT_FOREIGN: "{name} is not an export this app reads: a ChatGPT export (its ZIP or "
+        "conversations.json), an Open WebUI export, or this app's Export JSON. Nothing was imported.",
+        Problem.IMPORT_DAMAGED: "{name} is damaged ({part} cannot be read: {reason}). Nothing was imported; export "
+        "it again.",
+        Problem.IMPORT_TOO_BIG: "{name} unpacks to more than {limit} MB (IMPORT_MAX_MB). Nothing was imported.",
+        Problem.IMPORT_EMPTY: "{name} holds no chat. Nothing was imported.",
     },
     "zh": {
         "greeting": "你好！我是 {model}，运行在你自己的 vLLM 服务器上。有什么可以帮你？",
@@ -300,6 +306,13 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.CHAT_DOCUMENTS_FULL: (
             "{name}：这个对话已在检索 {limit} 个文档，已达单个对话的上限。未发送任何内容；请为它开始新的对话。"
         ),
+        Problem.IMPORT_FOREIGN: (
+            "{name} 不是本应用能读取的导出文件：应为 ChatGPT 的导出（ZIP 或 conversations.json）、Open WebUI 的导出，"
+            "或本应用的“Export JSON”。未导入任何内容。"
+        ),
+        Problem.IMPORT_DAMAGED: "{name} 已损坏（无法读取 {part}：{reason}）。未导入任何内容；请重新导出。",
+        Problem.IMPORT_TOO_BIG: "{name} 解压后超过 {limit} MB（IMPORT_MAX_MB）。未导入任何内容。",
+        Problem.IMPORT_EMPTY: "{name} 中没有对话。未导入任何内容。",
     },
 }
 

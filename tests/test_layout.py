@@ -27,6 +27,7 @@ TIERS = {
     "app.local_link": 6,  # `make chat`'s key link for the local user, `make link`
     "app.chat": 1,  # the chat core
     "app.identity": 1,  # who a request is: pure decisions
+    "app.imports": 1,  # other apps' chat exports read into chats: pure parsing
     "app": 0,  # the package itself (an empty __init__): its modules have tiers of their own
     "app.config": 0,
     "app.errors": 0,

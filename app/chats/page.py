@@ -13,23 +13,24 @@ from app.page import seam
 from app.web.app_pages import Assets, Link, frame, sections
 
 ROUTE = "/chats"
-SECTIONS = ("search", "chats", "projects", "archived")
+SECTIONS = ("search", "chats", "projects", "archived", "import")
 
 
-def render(lang: str, *, admin: bool) -> str:
+def render(lang: str, *, admin: bool, import_max_mb: int) -> str:
     """The page, with its sections empty until the script fills them."""
-    words = TEXT[lang]
+    words = TEXT[lang] | {"import_max_mb": str(import_max_mb)}
     links = [Link("/", words["back"])] + ([Link("/admin", words["admin"])] if admin else [])
     return frame(lang, words, links, sections(words, SECTIONS), Assets("/public/chats/chats.js"))
 
 
-def install(forced_language: str, is_admin: Callable[[str], Awaitable[bool]]) -> None:
+def install(forced_language: str, is_admin: Callable[[str], Awaitable[bool]], import_max_mb: int) -> None:
     """Serve the page to anyone logged in (others are sent to log in)."""
 
     async def chats_page(request: Request, user: seam.LoggedInUser) -> Response:
         if user is None:
             return RedirectResponse("/login", status_code=303)
         lang = language_of(forced_language or request.headers.get("accept-language"))
-        return HTMLResponse(render(lang, admin=await is_admin(str(user.identifier))))
+        admin = await is_admin(str(user.identifier))
+        return HTMLResponse(render(lang, admin=admin, import_max_mb=import_max_mb))
 
     seam.add_route(ROUTE, chats_page)

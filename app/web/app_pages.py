@@ -93,11 +93,12 @@ def sections(words: dict[str, str], keys: Sequence[str]) -> str:
     )
 
 
-def from_own_page(method: str, headers: Headers) -> bool:
+def from_own_page(method: str, headers: Headers, body_type: str = "application/json") -> bool:
     """Whether a request that changes something comes from the chat's own pages (never another site's).
 
     Browsers send Origin (and Sec-Fetch-Site) with every such request; a page of another site cannot send
-    JSON without a CORS preflight, which the app grants only to its own origins.
+    JSON (nor an application/octet-stream file, the other body type a page's route takes) without a CORS preflight,
+    which the app grants only to its own origins.
     """
     if method in SAFE_METHODS:
         return True
@@ -106,7 +107,7 @@ def from_own_page(method: str, headers: Headers) -> bool:
         return False
     if site is not None and site not in ("same-origin", "none"):
         return False
-    return headers.get("content-type", "").split(";")[0].strip() == "application/json"
+    return headers.get("content-type", "").split(";")[0].strip() == body_type
 
 
 def endpoint(action: Callable[..., Awaitable[Any]], me: Any) -> Callable[..., Awaitable[Any]]:

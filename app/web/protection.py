@@ -9,12 +9,16 @@ from app.web import uploads
 from app.web.headers import SecurityHeaders
 from app.web.limits import BodyLimit, Cap
 
+# The chats page's import of a chat export (app/chats/api.py): a body of its own size.
+IMPORT_ROUTE = "/chats/api/import"
+
 
 def body_limit(settings: Settings) -> Middleware:
-    """Request bodies capped before anything reads them; an upload at its own limit."""
+    """Request bodies capped before anything reads them; an upload and an imported export at their own limits."""
     general = Cap(int(settings.max_request_mb * 1_000_000), settings.max_request_mb, "MAX_REQUEST_MB")
     upload = Cap(uploads.body_limit(settings), settings.upload_max_mb, "UPLOAD_MAX_MB", "File")
-    return Middleware(BodyLimit, cap=general, routes={uploads.ROUTE: upload})
+    export = Cap(settings.import_max_mb * 1_000_000, settings.import_max_mb, "IMPORT_MAX_MB", "Export")
+    return Middleware(BodyLimit, cap=general, routes={uploads.ROUTE: upload, IMPORT_ROUTE: export})
 
 
 def security_headers(settings: Settings) -> Middleware:

@@ -140,6 +140,98 @@ function drawChats() {
     : el("p", { class: "muted" }, T.no_archived));
 }
 
+// An export imported: the file sent as the request's body (its upload's progress), then the server's events (reading,
+// each chat written, the summary) read as they come, all on one progress bar; the lists read again at the end.
+function drawImport() {
+  const content = section("import");
+  const limit = Number(T.import_max_mb);
+  const input = field("import-file", T.import_label, { type: "file", accept: ".zip,.json,application/zip,application/json" },
+    say("import_hint", { limit }));
+  const bar = el("progress", { id: "import-progress", max: 100, "aria-label": T.import_progress, hidden: true });
+  const line = el("p", { id: "import-line", role: "status", "aria-live": "polite" });
+  const summary = el("div", { id: "import-summary" });
+  const node = el("form", { id: "import-form", "aria-labelledby": "import-title" }, input,
+    el("button", { type: "submit", class: "primary" }, T.import_button), bar, line, summary);
+  node.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const file = node.querySelector("input[type=file]").files[0];
+    if (!file) return;
+    summary.replaceChildren();
+    if (file.size > limit * 1_000_000) {
+      status(say("import_too_big", { name: file.name, limit }), true);
+      return;
+    }
+    status("");
+    const button = node.querySelector("button");
+    button.disabled = true;
+    sendExport(file, { bar, line, summary }, () => { button.disabled = false; });
+  });
+  content.append(node);
+}
+
+function sendExport(file, { bar, line, summary }, done) {
+  const show = (text, percent) => {
+    line.textContent = text;
+    bar.hidden = false;
+    if (percent === null) bar.removeAttribute("value"); // reading: how long is not known
+    else bar.value = percent;
+  };
+  const request = new XMLHttpRequest();
+  let read = 0;
+  const events = () => {
+    const text = request.responseText;
+    const end = text.lastIndexOf("\n\n") + 2;
+    const fresh = text.slice(read, end).split("\n\n").filter((e) => e.startsWith("data: "));
+    read = Math.max(read, end);
+    for (const chunk of fresh) onEvent(JSON.parse(chunk.slice(6)));
+  };
+  const onEvent = (data) => {
+    if (data.reading) show(say("import_reading", { name: data.reading }), null);
+    if (data.written) show(say("import_writing", { done: data.written, total: data.total }), 50 + (50 * data.written) / data.total);
+    if (data.refused) {
+      bar.hidden = true;
+      line.textContent = "";
+      status(data.refused, true);
+    }
+    if (data.summary) {
+      show("", 100);
+      drawSummary(summary, data.summary);
+    }
+  };
+  request.open("POST", `${API}/import?name=${encodeURIComponent(file.name)}`);
+  request.setRequestHeader("Content-Type", "application/octet-stream");
+  request.upload.onprogress = (event) => {
+    if (event.lengthComputable) show(say("import_uploading", { name: file.name, percent: Math.round((100 * event.loaded) / event.total) }),
+      (50 * event.loaded) / event.total);
+  };
+  request.onprogress = events;
+  request.onloadend = async () => {
+    if (request.status === 200) events();
+    else {
+      bar.hidden = true;
+      line.textContent = "";
+      const answer = (() => { try { return JSON.parse(request.responseText); } catch { return {}; } })();
+      status(say("failed", { why: answer.detail || request.statusText || request.status }), true);
+    }
+    done();
+    await load();
+  };
+  request.send(file);
+}
+
+function drawSummary(node, s) {
+  const lines = [el("p", {}, say("import_done", s))];
+  if (s.first) lines.push(el("p", {}, el("a", { href: `/thread/${encodeURIComponent(s.first)}` }, T.import_open)));
+  if (s.files.length) {
+    const more = s.more_files ? ` ${say("import_more", { count: s.more_files })}` : "";
+    lines.push(el("p", {}, say("import_files", { names: s.files.join(", ") + more })));
+  }
+  for (const skipped of s.skipped) lines.push(el("p", {}, say("import_skipped", { name: skipped.name, reason: T[`reason_${skipped.reason}`] })));
+  if (s.left_out) lines.push(el("p", {}, say("import_left_out", { count: s.left_out })));
+  if (s.not_imported) lines.push(el("p", { class: "failed" }, say("import_stopped", { count: s.not_imported })));
+  node.replaceChildren(...lines);
+}
+
 async function load() {
   const response = await fetch(`${API}/state`);
   if (!response.ok) {
@@ -148,6 +240,7 @@ async function load() {
   }
   state = await response.json();
   if (!document.querySelector("#search form")) drawSearch();
+  if (!document.querySelector("#import form")) drawImport();
   drawProjects();
   drawChats();
   if (document.getElementById("status").textContent === T.loading) status("");

@@ -34,6 +34,7 @@ HOSTILE = {
     "UPLOAD_MAX_MB": "1000",
     "UPLOAD_MAX_FILES": "1",
     "UPLOAD_TYPES": ".exe",
+    "IMPORT_MAX_MB": "1",
     "LIBRARY_MAX_MB": "1",
     "DOCUMENTS_PER_CHAT": "1",
     "DOCUMENT_SHARE": "0.2",
