@@ -56,7 +56,7 @@ function signOns(u, index) {
     const what = say("action_of", { action: T.may_link, name: u.name });
     parts.push(el("div", { class: "field check" }, el("input", { type: "checkbox", id, checked: u.sign_on_may_link,
       onchange: (event) => change("users/sign-on-may-link", { name: u.name, allowed: event.target.checked }, what) }),
-    el("label", { for: id }, T.may_link)));
+    el("label", { for: id, title: T.may_link_hint }, T.may_link)));
   }
   return parts;
 }
