@@ -16,7 +16,6 @@ from app.documents import library as library_module
 from app.documents.embeddings import fused, nearest, unit, vectors_of
 from app.documents.library import Library, Outcome, passage_rows
 from app.documents.split import MOST_WEIGHT, pieces, weight
-from app.documents.terms import MOST_QUERY_TERMS, query_terms
 from app.errors import HistoryUnavailable
 from app.history import passage_index
 from app.history.accounts import remove_user
@@ -24,6 +23,7 @@ from app.history.database import create_engine, database_url, upgrade
 from app.history.passage_index import SQLITE_TABLE
 from app.history.schema import MIGRATIONS, chat_documents, documents, passages, steps, threads, users
 from app.history.store import ChatStore
+from app.terms import MOST_QUERY_TERMS, query_terms
 from tests.support.stores import Hooks, step, user_with_chat
 from tools.bench_retrieval import USER, as_uploaded, library_on
 from tools.retrieval_corpus import corpus
@@ -285,8 +285,8 @@ async def test_the_migration_numbers_new_passages_past_every_id_an_answer_names(
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "0007_kept_writes")
-        kept_before_0008(connection)
+        command.upgrade(config, "0008_projects")
+        kept_before_0009(connection)
     upgrade(engine)
     store = Hooks().store(engine)
     library = library_of(store)
@@ -300,7 +300,7 @@ async def test_the_migration_numbers_new_passages_past_every_id_an_answer_names(
     await store.close()
 
 
-def kept_before_0008(connection: sa.Connection) -> None:
+def kept_before_0009(connection: sa.Connection) -> None:
     """A user's chat with a document of two passages, and an answer naming passage 9 (of a document deleted since)."""
     at = "2026-01-01T00:00:00.000000Z"
     connection.execute(sa.insert(users).values(id="u1", identifier="ann", metadata={}, created_at=at))

@@ -27,7 +27,7 @@ from app.history.schema import (
 # SQLite: an FTS5 table whose rowid is the passage's id (unicode61: the terms split at the spaces put between them,
 # case folded, diacritics kept as PostgreSQL's 'simple' configuration keeps them), and its `instance` vocabulary,
 # which says where each word is. PostgreSQL: the terms' tsvector ('simple': every word as it is) stored with each
-# passage under a GIN index. Both are made by the migrations (0008).
+# passage under a GIN index. Both are made by the migrations (0009).
 SQLITE_TABLE = PASSAGE_TERMS
 SQLITE_VOCABULARY = PASSAGE_TERMS_VOCABULARY
 POSTGRES_VECTOR = PASSAGE_TERMS_VECTOR

@@ -8,7 +8,7 @@ from alembic import op
 revision = "0004_documents"
 down_revision = "0003_presets"
 
-# The full-text index as this revision made it (0008 changed it): SQLite's FTS5 table, PostgreSQL's expression index.
+# The full-text index as this revision made it (0009 changed it): SQLite's FTS5 table, PostgreSQL's expression index.
 SQLITE_INDEX = "CREATE VIRTUAL TABLE IF NOT EXISTS passage_terms USING fts5(terms, tokenize='unicode61')"
 POSTGRES_INDEX = "CREATE INDEX IF NOT EXISTS ix_passages_terms ON passages USING gin (to_tsvector('simple', terms))"
 

@@ -14,8 +14,8 @@ import re
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_passage_ranking"
-down_revision = "0007_kept_writes"
+revision = "0009_passage_ranking"
+down_revision = "0008_projects"
 
 # The index's SQL as it was when this was written (app/history/passage_index.py), before and after.
 WORD = re.compile(r"[^\W_]+")
