@@ -343,9 +343,11 @@ class Library:
         rows = await self.writer.read("read your documents", lambda connection: connection.execute(query).all())
         return {row.id: row.text for row in rows}
 
-    async def passages(self, user: str, passage_ids: Sequence[int]) -> dict[int, Passage]:
-        """Passages of the user's documents by id (one not theirs, or gone, left out)."""
-        mine = sa.select(documents.c.id).where(documents.c.user_id == user_row(user))
+    async def passages(
+        self, user: str, passage_ids: Sequence[int], scope: sa.Select[Any] | None = None
+    ) -> dict[int, Passage]:
+        """Passages of the user's documents by id, of those in `scope` if given (one not theirs, or gone, left out)."""
+        mine = scope if scope is not None else sa.select(documents.c.id).where(documents.c.user_id == user_row(user))
 
         def work(connection: Connection) -> list[Passage]:
             return self._passages(connection, passage_ids, mine)
@@ -423,7 +425,9 @@ class ChatDocuments:
         if not ids:
             return {}
         with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
-            return await self.library.passages(self.user, ids)
+            # Of the documents the chat searches now: a chat moved out of a project no longer reads its passages.
+            scope = searched_scope(self.user, self.thread_id, self.project_id)
+            return await self.library.passages(self.user, ids, scope)
         return {}
 
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:
