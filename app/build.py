@@ -138,7 +138,7 @@ def build(settings: Settings) -> App:
     )
     interval_s = settings.stream_interval_ms / 1000
     limits = uploads.limits(settings)
-    library = documents_of(settings, store)
+    library = documents_of(settings, store, backend)
     pipeline = Pipeline(
         backend,
         interval_s,
@@ -149,6 +149,7 @@ def build(settings: Settings) -> App:
         settings.context_low_water,
         library,
         settings.document_share,
+        settings.document_tokens,
         settings.answer_checkpoint_seconds,
     )
     metrics.serve("127.0.0.1", settings.metrics_port)
@@ -172,8 +173,9 @@ def build(settings: Settings) -> App:
     return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas, projects)
 
 
-def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:
-    """The users' documents, kept in the history's database (None without one)."""
+def documents_of(settings: Settings, store: ChatStore | None, backend: Backend) -> Library | None:
+    """The users' documents, kept in the history's database (None without one), their passages counted by the
+    model server's tokenizer."""
     if store is None:
         return None
     embedder = None
@@ -181,4 +183,5 @@ def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:
         key = settings.embeddings_api_key.get_secret_value()
         embedder = Embedder(settings.embeddings_url.strip(), settings.embeddings_model, key, settings.request_timeout)
     most_bytes, per_chat = settings.library_max_mb * 1_000_000, settings.documents_per_chat
-    return Library(store.writer, most_bytes=most_bytes, per_chat=per_chat, embedder=embedder)
+    count = backend.count_text_tokens
+    return Library(store.writer, most_bytes=most_bytes, per_chat=per_chat, embedder=embedder, count=count)

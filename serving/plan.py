@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 
-from app.config import DEFAULT_MODEL, EnvSettings
+from app.config import DEFAULT_DOCUMENT_TOKENS, DEFAULT_MODEL, EnvSettings
 from serving.errors import ServeError
 from serving.machine import Machine
 from serving.quantize import Quant, Scheme, checkpoint_dir, choose
@@ -184,7 +184,25 @@ def build_plan(
     if device == "cpu":
         _tune_cpu(plan, machine)
     add_common_choices(plan, settings, "VLLM_API_KEY")
+    plan.reasons.append(passages_reason(device))
     return plan
+
+
+def passage_budget(device: str) -> int:
+    """The tokens a question's passages may take on this device (the app's DOCUMENT_TOKENS; 0: its share alone).
+
+    On a CPU every prompt token is prefill time before the first word; a GPU's prefill is cheap.
+    """
+    return DEFAULT_DOCUMENT_TOKENS if device == "cpu" else 0
+
+
+def passages_reason(device: str) -> str:
+    """The plan's line on what a question about documents may cost this server."""
+    if budget := passage_budget(device):
+        why = f"a question's passages take at most {budget} tokens: on a CPU every prompt token is prefill time"
+    else:
+        why = "a question's passages take DOCUMENT_SHARE of the prompt's room: prefill is cheap on a GPU"
+    return f"documents: DOCUMENT_TOKENS={budget} for the chat app ({why}; make run hands it over)"
 
 
 def add_common_choices(plan: ServePlan, settings: ServeSettings, key_variable: str) -> None:

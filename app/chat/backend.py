@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -27,6 +27,8 @@ Message = dict[str, str]
 # The engines the app knows the own endpoints of (both serve OpenAI's chat completions).
 VLLM = "vllm"
 LLAMA_CPP = "llama.cpp"
+# Texts counted at once when many are (a document's passages, once, when it is kept).
+COUNTS_AT_ONCE = 4
 # Every request of a chat carries its id in this header: vLLM's router (consistent_hash) sends all of a chat's
 # turns to one server, the one holding its prefix in its cache. A lone server ignores it.
 CHAT_KEY_HEADER = "X-Session-ID"
@@ -239,6 +241,18 @@ class Backend:
     async def count_prompt_tokens(self, messages: list[Message]) -> int:
         """Tokens of the chat prompt as vLLM renders it (chat template included)."""
         return int((await self._tokenize(messages))["count"])
+
+    async def count_text_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Each text's tokens by the server's tokenizer, alone, without special tokens (a few requests at once)."""
+        at_once = asyncio.Semaphore(COUNTS_AT_ONCE)
+
+        async def one(text: str) -> int:
+            async with at_once:
+                if (await self.model()).engine == VLLM:
+                    return int((await self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))["count"])
+                return len((await self._post("/tokenize", {"content": text, "add_special": False}))["tokens"])
+
+        return list(await asyncio.gather(*(one(text) for text in texts)))
 
     async def prompt_bound(self, messages: list[Message]) -> int | None:
         """An upper bound on the prompt's tokens, without a request once the model's template is known."""

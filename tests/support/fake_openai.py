@@ -78,8 +78,9 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     {"error": {"message": f"fake failure {state.status}", "type": "test", "code": state.status}},
                 )
                 return
-            if self.path == "/tokenize":
-                self._json(200, {"count": count_tokens(body["messages"]), "max_model_len": state.window})
+            if self.path == "/tokenize":  # a chat's messages, or a text alone (one token a word)
+                count = count_tokens(body["messages"]) if "messages" in body else len(body["prompt"].split())
+                self._json(200, {"count": count, "max_model_len": state.window})
                 return
             if state.mode == "slow":
                 time.sleep(3)
