@@ -138,34 +138,20 @@ class ChatStream:
         self.finish_reason: str | None = None
 
     async def __aiter__(self) -> AsyncGenerator[str, None]:
-        # The server-sent events are parsed here rather than by the SDK: building its models for
-        # every chunk was the app's largest CPU cost per streamed token.
+        """The answer's text, a piece per read of the connection (all the events it held, joined)."""
+        # The server-sent events are parsed here from the response's bytes, rather than by the SDK (building its
+        # models for every event was the app's largest CPU cost per token) or its line iterator (more generators
+        # per event): a read is one pass whatever it holds, and its events' usage is read once.
         try:
             # Closed here, in this task, whether the answer ends, stops or fails: left to the garbage collector, the
             # HTTP client's generators under it would be closed outside the event loop (a traceback per answer).
-            lines_read = cast(AsyncGenerator[str, None], self._response.iter_lines())  # the SDK types it loosely
-            async with aclosing(lines_read) as lines:
-                async for line in lines:
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
-                        continue
-                    chunk = json.loads(data)
-                    if chunk.get("error"):  # vLLM reports failures during generation as an event
-                        error = chunk["error"]
-                        reason = error.get("message") if isinstance(error, dict) else str(error)
-                        raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
-                    if usage := chunk.get("usage"):
-                        self.prompt_tokens = usage.get("prompt_tokens")
-                        self.completion_tokens = usage.get("completion_tokens")
-                        if (cached := cached_tokens(usage, chunk.get("timings"))) is not None:
-                            self.cached_tokens = cached
-                    for choice in chunk.get("choices") or ():
-                        if choice.get("finish_reason"):
-                            self.finish_reason = choice["finish_reason"]
-                        if text := (choice.get("delta") or {}).get("content"):
-                            yield text
+            reads = self._response.http_response.aiter_bytes()
+            async with aclosing(reads) as received:
+                partial = b""
+                async for data in received:
+                    *lines, partial = (partial + data).split(b"\n")
+                    if text := self._read(lines):
+                        yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
             raise ChatError(Problem.INTERRUPTED, server=self._server) from exc
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
@@ -176,6 +162,34 @@ class ChatStream:
         if self.finish_reason is None:
             # The stream ended without saying why: the server went away mid-answer.
             raise ChatError(Problem.INTERRUPTED, server=self._server)
+
+    def _read(self, lines: list[bytes]) -> str:
+        """The text these complete lines' events carry; the newest usage and the finish reason kept."""
+        texts, usage, timings = [], None, None
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
+                continue
+            chunk = json.loads(data)
+            if chunk.get("error"):  # vLLM reports failures during generation as an event
+                error = chunk["error"]
+                reason = error.get("message") if isinstance(error, dict) else str(error)
+                raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+            if chunk.get("usage"):
+                usage, timings = chunk["usage"], chunk.get("timings")
+            for choice in chunk.get("choices") or ():
+                if choice.get("finish_reason"):
+                    self.finish_reason = choice["finish_reason"]
+                if text := (choice.get("delta") or {}).get("content"):
+                    texts.append(text)
+        if usage is not None:
+            self.prompt_tokens = usage.get("prompt_tokens")
+            self.completion_tokens = usage.get("completion_tokens")
+            if (cached := cached_tokens(usage, timings)) is not None:
+                self.cached_tokens = cached
+        return "".join(texts)
 
 
 class Backend:
