@@ -6,13 +6,13 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 import httpx2
 import openai
-from openai import AsyncAPIResponse, AsyncOpenAI
+from openai import AsyncOpenAI
 
 from app.chat.token_bound import TemplateCost, learn_template_cost
 from app.chat.transport import http_client
@@ -128,7 +128,7 @@ def cached_tokens(usage: dict[str, Any], timings: Any) -> int | None:
 class ChatStream:
     """Text deltas of one streamed completion; usage and finish reason once it ends."""
 
-    def __init__(self, response: AsyncAPIResponse[Any], server: str) -> None:
+    def __init__(self, response: httpx2.Response, server: str) -> None:
         self._response = response
         self._server = server
         self.prompt_tokens: int | None = None
@@ -145,7 +145,7 @@ class ChatStream:
         try:
             # Closed here, in this task, whether the answer ends, stops or fails: left to the garbage collector, the
             # HTTP client's generators under it would be closed outside the event loop (a traceback per answer).
-            reads = self._response.http_response.aiter_bytes()
+            reads = self._response.aiter_bytes()
             async with aclosing(reads) as received:
                 partial = b""
                 async for data in received:
@@ -303,30 +303,39 @@ class Backend:
         if sampling.repetition_penalty != 1.0:
             name = "repetition_penalty" if model.engine == VLLM else "repeat_penalty"
             extra[name] = sampling.repetition_penalty
-        # Plain dict messages and vLLM's continuous_usage_stats are outside the SDK's types, hence the ignore.
-        request = self._client.chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
-            model=model.name,
-            messages=messages,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-            seed=sampling.seed,
-            stream=True,
-            stream_options={"include_usage": True, "continuous_usage_stats": True},
-            extra_body=extra or None,
-            extra_headers={CHAT_KEY_HEADER: chat_key} if chat_key else None,
-        )
-        async with AsyncExitStack() as closing:
-            try:
-                response = await closing.enter_async_context(request)
-            except openai.OpenAIError as exc:
-                raise self._failed(exc) from exc
-            try:
-                yield ChatStream(response, self.server)
-            except ChatError as exc:
-                if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
-                    self.forget_model()
-                raise
+        body = {
+            "model": model.name,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "seed": sampling.seed,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            **extra,
+        }
+        # The SDK's post, not chat.completions.create: its walk of every message against its types (to send the
+        # same dicts) cost more CPU than the rest of a request, the longer the chat the more.
+        try:
+            opened = await self._client.post(
+                "/chat/completions",
+                cast_to=httpx2.Response,
+                body=body,
+                options={"headers": {CHAT_KEY_HEADER: chat_key} if chat_key else {}},
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            )
+            response = cast(httpx2.Response, opened)  # asked for httpx's response, the SDK gives it unread
+        except openai.OpenAIError as exc:
+            raise self._failed(exc) from exc
+        try:
+            yield ChatStream(response, self.server)
+        except ChatError as exc:
+            if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
+                self.forget_model()
+            raise
+        finally:
+            await response.aclose()
 
     def _failed(self, exc: openai.OpenAIError) -> ChatError:
         error = to_chat_error(exc, self.server)
