@@ -138,20 +138,22 @@ class ChatStream:
         self.finish_reason: str | None = None
 
     async def __aiter__(self) -> AsyncGenerator[str, None]:
-        """The answer's text, a piece per read of the connection (all the events it held, joined)."""
+        """The answer's text, a piece per chunk of the response (the text of all the events it holds, joined)."""
         # The server-sent events are parsed here from the response's bytes, rather than by the SDK (building its
-        # models for every event was the app's largest CPU cost per token) or its line iterator (more generators
-        # per event): a read is one pass whatever it holds, and its events' usage is read once.
+        # models for every event was the app's largest CPU cost per token) or its line iterator (three generators
+        # more per event): a chunk is one pass whatever it holds, and its events' usage is read once.
         try:
             # Closed here, in this task, whether the answer ends, stops or fails: left to the garbage collector, the
             # HTTP client's generators under it would be closed outside the event loop (a traceback per answer).
-            reads = self._response.aiter_bytes()
-            async with aclosing(reads) as received:
+            chunks = self._response.aiter_bytes()
+            async with aclosing(chunks) as received:
                 partial = b""
                 async for data in received:
                     *lines, partial = (partial + data).split(b"\n")
                     if text := self._read(lines):
                         yield text
+                if text := self._read([partial]):  # a last line without its line break
+                    yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
             raise ChatError(Problem.INTERRUPTED, server=self._server) from exc
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
