@@ -11,6 +11,8 @@ import importlib
 import inspect
 import os
 import re
+import subprocess
+import sys
 import time
 import tomllib
 from importlib.metadata import version
@@ -305,3 +307,26 @@ async def test_an_emit_to_one_tab_is_socketios_packet_sent_by_the_emitting_task(
     assert plain[0][1] == '42["stream_token",{"id":"m","token":" t1 t2"}]'
     assert [by_emitter for _, _, by_emitter in seamed] == [True, True, False, False]
     assert not any(by_emitter for _, _, by_emitter in plain)
+
+
+def test_chainlits_command_line_swaps_in_python_tasks_and_the_c_ones_put_back_still_nest():
+    script = """
+import asyncio, chainlit.cli
+from app.page import seam
+assert asyncio.Task is asyncio.tasks._PyTask and asyncio.Future is asyncio.futures._PyFuture, "no longer swapped"
+seam.c_tasks_and_futures()
+
+async def profiles():
+    await asyncio.sleep(0.01)
+    return "read"
+
+async def tab():
+    other = asyncio.create_task(asyncio.sleep(0.005, "other"))
+    nested = asyncio.get_event_loop().run_until_complete(profiles())  # as Chainlit reads a tab's chat profiles
+    print(type(asyncio.current_task()).__module__, nested, await other)
+
+asyncio.run(tab())
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["_asyncio", "read", "other"]

@@ -60,12 +60,17 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   cost a task and two turns of the event loop, and a loaded loop made each update slower than the stream's
   interval. An emit to one tab is sent by the task that emits it (the same engine.io packets); any other goes to
   socketio's own.
+- `asyncio.Task` and `asyncio.Future`: Chainlit's command line makes its event loop reentrant with nest_asyncio, which
+  swaps asyncio's C tasks and futures for its pure-Python ones (their every step, wake-up and callback in Python).
+  The C ones are put back before any task exists; the patched loop stays, and nests them as well (Chainlit nests it
+  to read a tab's chat profiles).
 - `chainlit.oauth_providers.get_configured_oauth_providers`: the ids of the OAuth providers whose variables Chainlit
   found (its `oauth_callback` decorator refuses to register without one; the admin page links sign-ons of these).
 """
 
 from __future__ import annotations
 
+import _asyncio
 import asyncio
 import importlib
 import inspect
@@ -431,6 +436,12 @@ def own_files_directory() -> None:
     own.mkdir(parents=True, exist_ok=True)
     chainlit_config.FILES_DIRECTORY = own
     chainlit_server.FILES_DIRECTORY = own  # type: ignore[attr-defined]  # its shutdown deletes this one
+
+
+def c_tasks_and_futures() -> None:
+    """asyncio's own tasks and futures, written in C, in place of the pure-Python ones nest_asyncio put there."""
+    asyncio.Task = asyncio.tasks.Task = _asyncio.Task  # type: ignore[misc]
+    asyncio.Future = asyncio.futures.Future = _asyncio.Future  # type: ignore[misc]
 
 
 def emits_sent_by_the_emitter(server: Any = sio) -> None:
