@@ -230,6 +230,11 @@ bench-retrieval: install-app ## Passage retrieval: recall@k (en, zh) of whitespa
 	bash tools/install_services.sh
 	$(APP_PY) -m tools.bench_retrieval $(BENCH_ARGS)
 
+.PHONY: bench-search
+bench-search: install-app ## Search inside messages (Chinese): recall@k and ms per search among 10 000 chats, the app on SQLite and PostgreSQL beside substring and whitespace-word search (BENCH_ARGS=--chats 2000 --skip-postgres)
+	bash tools/install_services.sh
+	$(APP_PY) -m tools.bench_search $(BENCH_ARGS)
+
 .PHONY: bench-router
 bench-router: test-deps ## Two tiny vLLM servers behind vLLM's router: prefix-cache hits per policy, throughput at 8-32 chats vs one server (BENCH_ARGS=--chats 8,16 ...)
 	$(SERVE_ENV) ROUTER_VENV=$(ROUTER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_router $(BENCH_ARGS)
@@ -247,12 +252,14 @@ profile-serve: install install-quant full-model ## What one vLLM-CPU decoding st
 	$(SERVE_ENV) $(APP_PY) -m tools.profile_serve $(PROFILE_ARGS)
 
 .PHONY: screenshots
-screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png, versions.png, shared.png, presets.png, file.png, admin.png) in a real browser
+screenshots: test-deps ## Regenerate the README's screenshots (docs/english.png, chinese.png, history.png, versions.png, shared.png, presets.png, file.png, admin.png, chats.png, chats-dark.png) in a real browser
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) README_SCREENSHOTS=docs $(APP_PY) -m pytest -q \
 		tests/test_browser.py tests/test_browser_presets.py tests/test_browser_files.py tests/test_browser_admin.py \
+		tests/test_browser_organize.py \
 		-k "greeting_and_starters_in_english \
 		or chinese_browser or resumes_after_a_restart or versions_flip_in_place or a_shared_link_shows \
-		or presets_picked_saved or files_attached_in_the_page or adds_a_user_limits_them"
+		or presets_picked_saved or files_attached_in_the_page or adds_a_user_limits_them \
+		or pinned_chats_come_first"
 
 .PHONY: clean
 clean: ## Remove environments, built models and test artifacts

@@ -17,12 +17,16 @@ from app.admin.api import Admin
 from app.chat.answering import Answering
 from app.chat.backend import Backend, servers_now
 from app.chat.quotas import Quotas
+from app.chats import api as chats_api
+from app.chats import page as chats_page
+from app.chats.api import Chats
 from app.config import Settings
 from app.documents.embeddings import Embedder
 from app.documents.library import Library
 from app.errors import HistoryUnavailable
 from app.history.accounts import Login, auth_secret
 from app.history.identities import Identities
+from app.history.projects import Projects
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
 from app.history.usage import Usage
@@ -58,6 +62,8 @@ class App:
     gate: Gate | None
     # This process's heartbeat for the admin page's health (None with the history off).
     replicas: Replicas | None
+    # The users' projects and the filing of their chats (None with the history off).
+    projects: Projects | None
 
     async def is_admin(self, user: str | None) -> bool:
         """Whether the tab's user may open the admin page."""
@@ -161,7 +167,11 @@ def build(settings: Settings) -> App:
         identities = Identities(store.writer)
         admin_api.install(Admin(gate, history.team, settings, backend, store, quotas, replicas, sessions, identities))
         admin_page.install(gate, settings.language)
-    return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas)
+    projects = Projects(store.writer) if store is not None else None
+    if store is not None and projects is not None and gate is not None:
+        chats_api.install(Chats(projects, store, library))
+        chats_page.install(settings.language, gate.is_admin)
+    return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas, projects)
 
 
 def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:

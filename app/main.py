@@ -14,12 +14,13 @@ from app.chat.preferences import Preferences, apply_changes
 from app.chat.tab import Tab
 from app.config import get_settings
 from app.i18n import text
-from app.page import library_page, lifecycle, seam
+from app.page import library_page, lifecycle, organize, seam, temporary
 from app.page.answer_controls import FORK, SHOW_VERSION
 from app.page.exports import send_export
 from app.page.forks import fork
 from app.page.greeting import greet
 from app.page.lifecycle import resumed_chat
+from app.page.notices import show
 from app.page.sources import OPEN_SOURCE, open_source
 from app.page.versions import draw_lines, switch_version
 from app.presets import builtin as presets
@@ -67,8 +68,10 @@ async def on_chat_start() -> None:
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
     await library_page.offer(chat, APP.library)
-    documents = await presets.starting_documents(profile, user, APP.preset_store)
-    await library_page.start_with(chat, APP.library, documents)
+    preset = await presets.starting_preset(profile, user, APP.preset_store)
+    await library_page.start_with(chat, APP.library, preset.documents if preset is not None else [])
+    project = preset.project_id if preset is not None else None
+    await organize.start(chat, APP.projects, APP.history.team, APP.library, project)
     await greet(chat, APP.backend, APP.settings, admin=await APP.is_admin(user))
 
 
@@ -82,6 +85,7 @@ async def on_chat_resume(thread: ThreadDict) -> None:
     chat.user = seam.tab_user()
     lifecycle.arrive(chat)
     await preset_fields.send_panel(chat, APP.settings.max_tokens_limit, APP.preset_store)
+    await organize.resume(chat, APP.projects)
     await library_page.resume(chat, APP.library)
 
 
@@ -111,6 +115,7 @@ async def on_message(message: cl.Message) -> None:
         await APP.pipeline.aside(message)
         await library_page.show_library(chat, APP.library)
         return
+    await organize.first_question(chat, APP.history)
     await APP.pipeline.ask(chat, message, chat.branches.leaf())
 
 
@@ -197,6 +202,14 @@ async def on_delete_document(action: cl.Action) -> None:
         await library_page.act(chat, APP.library, library_page.DELETE, action.payload)
 
 
+@cl.action_callback(temporary.KEEP)
+async def on_keep_chat(_action: cl.Action) -> None:
+    """Keep this chat: a temporary chat written as it stands, and kept from now on."""
+    if (chat := lifecycle.current()) is not None:
+        await APP.history.keep_now(chat)
+        await show(cl.Message(content=text(chat.lang, "temporary_kept")))
+
+
 @cl.action_callback("export_markdown")
 async def on_export_markdown(_action: cl.Action) -> None:
     """This chat as a Markdown file to download."""
@@ -241,3 +254,4 @@ async def on_chat_end() -> None:
     """A new chat or a closed tab stops the session's work; with a grace period, a lost connection may come back."""
     if (chat := lifecycle.current()) is not None:
         lifecycle.depart(chat, APP.settings.reconnect_grace_seconds)
+        APP.history.temporaries.forget(seam.thread_id())

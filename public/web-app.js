@@ -1,4 +1,5 @@
-// The chat page's keyboard shortcuts and the accessible names Chainlit's icon buttons lack.
+// The chat page's keyboard shortcuts, the accessible names Chainlit's icon buttons lack, and a search result opened
+// at the message that matched, its words marked.
 //
 // Loaded by Chainlit's `custom_js` (.chainlit/config.toml): a file from /public, so the CSP's script-src 'self'
 // allows it. It relies on Chainlit 2.12's internals: the ids of its buttons and the shape of its translations
@@ -25,6 +26,7 @@
     ["#theme-toggle", "webApp.theme"], // Chainlit's own name is English only
     ["#command-Documents", "webApp.documents"], // the Documents button: its label is hidden on a narrow page
     ["button:has(> .sr-only):has(> svg.lucide-x)", "webApp.close"], // a dialog's X, English only too
+    ["#header a[href='/chats']", "webApp.chats"], // the header's link to the chats page (config.toml's header_links)
   ];
   // The sidebar's toggle (and the rail along its edge) says what it does next, as its tooltip does.
   const SIDEBAR_TOGGLES = "#sidebar-trigger-button, [data-sidebar='rail']";
@@ -75,7 +77,62 @@
       strings = body.translation;
       nameAll();
     });
-  new MutationObserver(nameAll).observe(document.documentElement, {
+  // A search result opened (the chats page's `?find=words#step-<id>`, or a result of Chainlit's own search dialog):
+  // once its chat is on the page, scroll to the message that matched and mark the words in it.
+  const FOUND = "found";
+  const wanted = { words: [], step: "", path: "" };
+  const opened = new URLSearchParams(location.search).get("find");
+  if (opened) Object.assign(wanted, { words: opened.split(/\s+/), step: location.hash.replace(/^#/, ""), path: location.pathname });
+  const realFetch = window.fetch;
+  window.fetch = (input, init) => {
+    // Chainlit's search dialog lists chats by POST /project/threads with the words typed: the next chat opened
+    // from it is marked with them.
+    if (String(input).endsWith("/project/threads") && typeof init?.body === "string") {
+      const search = JSON.parse(init.body)?.filter?.search;
+      if (search) Object.assign(wanted, { words: search.split(/\s+/).filter((w) => !w.includes(":")), step: "", path: "" });
+    }
+    return realFetch(input, init);
+  };
+  // Marked again as the page redraws the message (a redraw replaces the text the ranges were in), for a while.
+  const MARK_FOR_MS = 10_000;
+  let markedAt = 0;
+  const markFound = () => {
+    if (!wanted.words.length || !location.pathname.startsWith("/thread/") || !window.CSS?.highlights) return;
+    if (wanted.path && wanted.path !== location.pathname) return;
+    if (markedAt && Date.now() - markedAt > MARK_FOR_MS) {
+      wanted.words = []; // done: the chat is the person's again
+      return;
+    }
+    const steps = [...document.querySelectorAll(wanted.step ? `[id='${CSS.escape(wanted.step)}']` : "[id^='step-']")];
+    const ranges = [];
+    for (const step of steps) {
+      const walker = document.createTreeWalker(step, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const text = node.data.toLowerCase();
+        for (const word of wanted.words.map((w) => w.toLowerCase()).filter(Boolean)) {
+          for (let at = text.indexOf(word); at >= 0; at = text.indexOf(word, at + word.length)) {
+            const range = new Range();
+            range.setStart(node, at);
+            range.setEnd(node, at + word.length);
+            ranges.push(range);
+          }
+        }
+      }
+      if (ranges.length) break;
+    }
+    if (!ranges.length) return;
+    CSS.highlights.set(FOUND, new Highlight(...ranges));
+    if (!markedAt) ranges[0].startContainer.parentElement.scrollIntoView({ block: "center" });
+    markedAt ||= Date.now();
+  };
+  const style = document.createElement("style");
+  style.textContent = `::highlight(${FOUND}) { background: #fde68a; color: #111; }`;
+  document.head.append(style);
+
+  new MutationObserver(() => {
+    nameAll();
+    markFound();
+  }).observe(document.documentElement, {
     subtree: true,
     childList: true,
     attributes: true,

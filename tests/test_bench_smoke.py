@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from tests.support.servers import ROOT
+from tools.bench_search import SUBSTRING as SUBSTRING_METHOD
+from tools.bench_search import WHITESPACE as WHITESPACE_METHOD
 
 
 def bench(module: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -104,3 +106,17 @@ def test_router_benchmark_prints_each_policy_beside_one_server_alone(tmp_path):
     rows = [row.split("|")[2].strip() for row in result.stdout.splitlines() if row.startswith("| 2 |")]
     assert rows == ["2 servers, router consistent_hash", "2 servers, router round_robin", "1 server alone"]
     assert (tmp_path / "bench-router.md").read_text().startswith("| chats at once | side |")
+
+
+def test_search_benchmark_prints_recall_and_time_per_method_and_query(tmp_path):
+    tiny = ("--chats", "200", "--questions", "10", "--skip-postgres", "--out", str(tmp_path))
+    result = bench("tools.bench_search", *tiny)
+    typed = "the question as typed"
+    recall_at_10 = {
+        cells[0]: float(cells[4].rstrip("%"))
+        for line in result.stdout.splitlines()
+        if (cells := [cell.strip() for cell in line.split("|")[1:-1]])[1:2] == [typed]
+    }
+    assert set(recall_at_10) == {SUBSTRING_METHOD, WHITESPACE_METHOD, "this app, SQLite"}
+    assert recall_at_10["this app, SQLite"] > recall_at_10[SUBSTRING_METHOD]  # a question as typed finds its chat
+    assert (tmp_path / "bench-search.md").exists()

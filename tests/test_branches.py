@@ -167,3 +167,10 @@ def test_a_question_stored_outside_the_conversation_stays_out():
     refused = question("r", "while busy", **{FOLLOWS: None})
     tree = branches_of([question("1", "one", follows=ROOT), refused, question("2", "two")], {})
     assert tree.path() == ["1", "2"]
+
+
+def test_the_exports_name_the_chats_project():
+    thread = {"id": "t1", "name": "Tomatoes", "createdAt": "2026-12-04", "steps": [], "metadata": {}}
+    assert json.loads(export_json(thread, PREFS, "Garden"))["project"] == "Garden"
+    assert '- project: "Garden"' in export_markdown(thread, PREFS, {"user": "You", "assistant": "ERNIE"}, "Garden")
+    assert json.loads(export_json(thread, PREFS))["project"] is None

@@ -107,6 +107,7 @@ def test_a_websocket_session_has_every_attribute_the_app_uses():
         used = ("id", "socket_id", "thread_id", "user", "token", "language", "chat_settings", "has_first_interaction")
         for name in used:
             assert hasattr(session, name), name
+        assert session.environ == {}  # a session opened by a request holds its WSGI environment (the page's Referer)
         assert session.to_clear is False and session.current_task is None
         assert seam.WebsocketSession.get("contract-socket") is session
         assert inspect.iscoroutinefunction(session.delete)
@@ -133,6 +134,8 @@ def test_the_context_the_seam_reads_exists():
         assert list(inspect.signature(getattr(chat_context, name)).parameters) == ["message"], name
     assert isinstance(config.ui.name, str)
     assert seam.websocket_session() is None  # outside any context: no tab
+    assert seam.page_address() == "" and seam.first_question_modes() is None
+    assert "modes" in inspect.signature(cl.Message.__init__).parameters  # a question carries the composer's modes
 
 
 def test_writes_are_held_until_the_first_message_by_chainlits_decorator():

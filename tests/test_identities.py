@@ -14,7 +14,8 @@ from sqlalchemy.engine import Engine
 from app.history.accounts import hasher, new_user, set_password
 from app.history.database import create_engine, upgrade
 from app.history.identities import Identities, Linked, SignedOn
-from app.history.schema import identities, users
+from app.history.schema import admin_log, identities, users
+from app.history.team import Change
 from app.history.writes import Writer
 from app.identity.claims import Claim, Refusal
 from tests.support.postgres import PostgresServer
@@ -134,18 +135,23 @@ async def test_a_sign_on_resolves_to_its_identitys_user_and_never_by_name(
         assert row.email == (claim.email if claim.email_verified else None) and row.password_hash is None, case
 
 
-async def test_an_admin_links_an_identity_to_one_user_only(signing: Identities):
-    assert await signing.link("root", "generic", "u-1") == (Linked.DONE, "root")
-    assert await signing.link("root", "generic", "u-1") == (Linked.DONE, "root")  # again: nothing changes
-    assert await signing.link("alice", "generic", "u-1") == (Linked.TAKEN, "root")
-    assert await signing.link("nobody", "generic", "u-9") == (Linked.NO_USER, "")
-    assert await signing.link("local", "generic", "u-9") == (Linked.RESERVED, "")
+async def test_an_admin_links_an_identity_to_one_user_only_each_change_logged_with_it(
+    signing: Identities, sign_on_history: Engine
+):
+    by = Change("admin", "link sign-on", "root")
+    assert await signing.link(by, "root", "generic", "u-1") == (Linked.DONE, "root")
+    assert await signing.link(by, "root", "generic", "u-1") == (Linked.DONE, "root")  # again: nothing changes
+    assert await signing.link(by, "alice", "generic", "u-1") == (Linked.TAKEN, "root")
+    assert await signing.link(by, "nobody", "generic", "u-9") == (Linked.NO_USER, "")
+    assert await signing.link(by, "local", "generic", "u-9") == (Linked.RESERVED, "")
     signed_on = await signing.resolve(oidc("u-1", "mallory"), admin=None, open_sign_on=False)
     assert signed_on == SignedOn("root", "its linked identity")  # root's password account, as the admin chose
     assert (await signing.linked())["root"] == [{"provider": "generic", "subject": "u-1"}]
-    assert not await signing.unlink("alice", "generic", "u-1")
-    assert await signing.unlink("root", "generic", "u-1")
+    assert not await signing.unlink(by, "alice", "generic", "u-1")
+    assert await signing.unlink(by, "root", "generic", "u-1")
     assert "root" not in await signing.linked()
+    with sign_on_history.connect() as connection:  # a line for each change made, none for those refused
+        assert connection.execute(sa.select(sa.func.count()).select_from(admin_log)).scalar() == 3
 
 
 def test_the_migration_keeps_proxy_users_and_ends_the_local_users_logins(tmp_path: Path):

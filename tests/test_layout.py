@@ -19,6 +19,7 @@ TIERS = {
     "app.build": 6,  # the app assembled
     "app.presets": 5,  # a feature: its data, its store, its page
     "app.admin": 5,  # the admin page: its routes, its page
+    "app.chats": 5,  # the chats page: its routes, its page
     "app.web": 4,  # the HTTP guards around Chainlit
     "app.page": 3,  # everything that touches Chainlit
     "app.documents": 2,  # a feature's storage: documents kept, indexed and searched
@@ -31,6 +32,7 @@ TIERS = {
     "app.errors": 0,
     "app.i18n": 0,
     "app.metrics": 0,
+    "app.terms": 0,  # the words of a text for the full-text indexes (documents and messages)
     "serving": 8,  # the server side reads the app's settings only
     "tools": 9,
 }
@@ -41,7 +43,7 @@ NAMED_AS_A_FOLDER = ("app/history/migrations/",)
 # What the server side and the tools may take from the app.
 OUTSIDE_THE_APP = {"app.config"}
 # Benchmarks of the app's own code, which they import to measure it beside the alternative.
-MEASURE_THE_APP = {"tools.bench_retrieval"}
+MEASURE_THE_APP = {"tools.bench_retrieval", "tools.bench_search"}
 
 
 def module_name(path: Path) -> str:
@@ -173,13 +175,13 @@ def test_no_import_loop_between_packages():
 
 
 @pytest.mark.parametrize("module", sorted(modules()))
-def test_the_readmes_layout_table_names_every_module(module):
-    layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+def test_the_layout_table_names_every_module(module):
+    layout = (ROOT / "docs" / "layout.md").read_text()
     named = set(re.findall(r"`([\w/.]+)`", layout))
     path = modules()[module].relative_to(ROOT).as_posix()
     if path.startswith(NAMED_AS_A_FOLDER):
         assert named & set(NAMED_AS_A_FOLDER)
     elif path.endswith("/__init__.py"):  # a package may be named by its folder
-        assert {path, path.removesuffix("__init__.py")} & named, f"{path} is not in the README's layout table"
+        assert {path, path.removesuffix("__init__.py")} & named, f"{path} is not in the layout table (docs/layout.md)"
     else:
-        assert path in named, f"{path} is not in the README's layout table"
+        assert path in named, f"{path} is not in the layout table (docs/layout.md)"

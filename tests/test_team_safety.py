@@ -399,7 +399,7 @@ async def test_the_daily_quota_and_the_usage_report_and_the_metrics_count_what_h
 
 async def test_readiness_says_which_part_is_down(team_app):
     async with aiohttp.ClientSession() as http, http.get(team_app.url + "/ready") as reply:
-        nothing_waits = {"waiting_writes": 0, "oldest_waiting_write_s": 0.0}  # in the history's journal
+        nothing_waits = {"waiting_writes": 0, "oldest_waiting_write_s": 0.0, "chats_held": 0}  # in the journal
         assert reply.status == 200 and await reply.json() == {"vllm": "ok", "database": "ok", **nothing_waits}
     absent = ChatApp(VllmServer("absent-for-readiness"))
     with running(absent):

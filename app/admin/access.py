@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
@@ -14,9 +13,9 @@ from app import metrics
 from app.errors import HistoryUnavailable
 from app.history.team import Team
 from app.identity.claims import LOCAL_USER
+from app.web.app_pages import from_own_page
 
 log = logging.getLogger(__name__)
-SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def refuse(status: int, detail: str, why: str, *values: object) -> NoReturn:
@@ -24,22 +23,6 @@ def refuse(status: int, detail: str, why: str, *values: object) -> NoReturn:
     log.warning("Admin page: refused " + why, *values)
     metrics.REFUSALS.labels("admin").inc()
     raise HTTPException(status_code=status, detail=detail)
-
-
-def from_own_page(method: str, headers: Headers) -> bool:
-    """Whether a request that changes something comes from the chat's own page (never another site's).
-
-    Browsers send Origin (and Sec-Fetch-Site) with every such request; a page of another site cannot send
-    JSON without a CORS preflight, which the app grants only to its own origins.
-    """
-    if method in SAFE_METHODS:
-        return True
-    origin, site = headers.get("origin"), headers.get("sec-fetch-site")
-    if origin is not None and urlsplit(origin).netloc != headers.get("host", ""):
-        return False
-    if site is not None and site not in ("same-origin", "none"):
-        return False
-    return headers.get("content-type", "").split(";")[0].strip() == "application/json"
 
 
 @dataclass(frozen=True)

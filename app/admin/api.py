@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
-import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
@@ -18,7 +16,7 @@ from app.admin.access import Gate
 from app.chat.backend import Backend
 from app.chat.quotas import Limits, Quotas
 from app.config import Settings
-from app.errors import ChatError, HistoryRefused, HistoryUnavailable
+from app.errors import ChatError
 from app.history.accounts import MIN_PASSWORD_CHARS
 from app.history.identities import Identities, Linked
 from app.history.replicas import Replicas
@@ -27,6 +25,7 @@ from app.history.team import Change, EmailLinked, Team
 from app.identity.claims import PROXY_PROVIDER, password_name
 from app.page import seam
 from app.presets.builtin import BUILT_IN
+from app.web.app_pages import endpoint
 from app.web.login_sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -70,6 +69,10 @@ class MayLink(Named):
     allowed: bool
 
 
+class TemporaryOnly(Named):
+    on: bool
+
+
 class OwnLimits(Named):
     answers_at_once: int | None = Field(None, ge=1, le=1000)
     messages_per_minute: int | None = Field(None, ge=1, le=100_000)
@@ -80,6 +83,7 @@ class Defaults(BaseModel):
     system_prompt: str | None = Field(None, max_length=20_000)
     hidden_presets: list[str] = Field(default_factory=list, max_length=len(BUILT_IN))
     open_sign_on: bool = False
+    temporary_chats: bool = False
 
 
 class Share(BaseModel):
@@ -212,6 +216,12 @@ class Admin:
         found(await self.team.set_sign_on_may_link(change, request.name, request.allowed), request.name)
         return self.done(change)
 
+    async def set_temporary_only(self, me: str, request: TemporaryOnly) -> dict[str, bool]:
+        what = "make every chat temporary" if request.on else "keep chats again"
+        change = Change(me, what, request.name)
+        found(await self.team.set_temporary_only(change, request.name, request.on), request.name)
+        return self.done(change)
+
     async def set_limits(self, me: str, request: OwnLimits) -> dict[str, bool]:
         limits = Limits(request.answers_at_once, request.messages_per_minute, request.daily_tokens)
         change = Change(me, "set limits", request.name, str(asdict(limits)))
@@ -271,6 +281,7 @@ def install(admin: Admin) -> None:
         "users/link-sign-on": admin.link_sign_on,
         "users/unlink-sign-on": admin.unlink_sign_on,
         "users/sign-on-may-link": admin.set_sign_on_may_link,
+        "users/temporary": admin.set_temporary_only,
         "users/limits": admin.set_limits,
         "users/end-sessions": admin.end_sessions,
         "users/remove": admin.remove_user,
@@ -279,27 +290,3 @@ def install(admin: Admin) -> None:
     }
     for path, change in changes.items():
         seam.add_route(f"{PREFIX}/{path}", endpoint(change, me), "POST")
-
-
-def endpoint(action: Callable[..., Awaitable[Any]], me: Any) -> Callable[..., Awaitable[Any]]:
-    """A FastAPI endpoint for an action: the caller checked first, then a change's body read as its model."""
-    names = list(inspect.signature(action).parameters)
-    hints = typing.get_type_hints(action)
-    parameters = [inspect.Parameter(names[0], inspect.Parameter.KEYWORD_ONLY, annotation=me)]
-    parameters += [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[name]) for name in names[1:]
-    ]
-
-    async def run(**values: Any) -> Any:
-        try:
-            return await action(**values)
-        except HistoryRefused as refused:  # a change made meanwhile, e.g. the same name or e-mail given twice
-            raise HTTPException(
-                409, "This conflicts with a change made meanwhile: reload the page and try again"
-            ) from refused
-        except HistoryUnavailable as away:
-            raise HTTPException(503, "The history database does not answer just now: try again in a moment") from away
-
-    # FastAPI reads the dependency and the body's model off the signature.
-    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    return run

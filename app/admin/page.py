@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import json
-
 from fastapi import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -13,31 +10,10 @@ from app.admin.access import Gate
 from app.admin.strings import TEXT
 from app.i18n import language_of
 from app.page import seam
+from app.web.app_pages import Assets, Link, frame, sections
 
 ROUTE = "/admin"
 SECTIONS = ("users", "own_limits", "usage", "defaults", "shares", "health", "changes")
-PAGE = """<!DOCTYPE html>
-<html lang="{lang}">
-<head>
-<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<link rel="stylesheet" href="/public/admin/admin.css">
-<script type="application/json" id="admin-text">{strings}</script>
-<script src="/public/admin/admin.js" defer></script>
-</head>
-<body>
-<a class="skip" href="#main">{skip}</a>
-<header>
-<h1>{title}</h1>
-<nav aria-label="{sections}"><ul>{links}<li><a href="/">{back}</a></li></ul></nav>
-</header>
-<main id="main" tabindex="-1">
-<p id="status" role="status" aria-live="polite">{loading}</p>
-{body}
-</main>
-</body>
-</html>
-"""
 REFUSED = """<!DOCTYPE html>
 <html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title></head>
@@ -53,24 +29,9 @@ def page_language(forced: str, request: Request) -> str:
 def render(lang: str) -> str:
     """The page, with its sections empty until the script fills them."""
     words = TEXT[lang]
-    links = "".join(f'<li><a href="#{key}">{html.escape(words[key])}</a></li>' for key in SECTIONS)
-    body = "\n".join(
-        f'<section id="{key}" aria-labelledby="{key}-title"><h2 id="{key}-title">{html.escape(words[key])}</h2>'
-        f'<div class="content"></div></section>'
-        for key in SECTIONS
-    )
-    # Inside a <script> element, "</" would end it early: JSON may say it as "<\/".
-    strings = json.dumps(words, ensure_ascii=False).replace("</", "<\\/")
-    return PAGE.format(
-        lang=lang,
-        title=html.escape(words["title"]),
-        skip=html.escape(words["skip"]),
-        sections=html.escape(words["sections"]),
-        back=html.escape(words["back"]),
-        loading=html.escape(words["loading"]),
-        links=links,
-        body=body,
-        strings=strings,
+    links = [Link("/", words["back"]), Link("/chats", words["chats"])]
+    return frame(
+        lang, words, links, sections(words, SECTIONS), Assets("/public/admin/admin.js", "/public/admin/admin.css")
     )
 
 

@@ -10,6 +10,15 @@ from app.chat.branches import Branches
 from app.chat.preferences import Preferences
 
 
+@dataclass(frozen=True)
+class Project:
+    """A chat's project as its answers need it."""
+
+    id: str
+    name: str
+    instructions: str
+
+
 class Control(Protocol):
     """A control the page shows by a message (the regenerate button)."""
 
@@ -41,6 +50,20 @@ class Tab:
     file_texts: dict[str, str] = field(default_factory=dict)
     # Messages the history has not saved yet, and where each waits (the journal's Saving values): marked on the page.
     unsaved: dict[str, str] = field(default_factory=dict)
+    # The project the chat is filed in: its id, and its instructions joined to the system prompt (None: none).
+    project: Project | None = None
+    # Whether nothing of the chat is written anywhere (a temporary chat), and whether an admin made it so.
+    temporary: bool = False
+    temporary_only: bool = False
+
+    def answering_preferences(self) -> Preferences:
+        """The preferences an answer uses: the project's instructions first in the system prompt (byte-stable)."""
+        if self.project is None or not self.project.instructions.strip():
+            return self.preferences
+        joined = "\n\n".join(
+            part for part in (self.project.instructions.strip(), self.preferences.system_prompt) if part
+        )
+        return self.preferences.model_copy(update={"system_prompt": joined})
 
     @property
     def generating(self) -> bool:

@@ -18,11 +18,11 @@ from app.chat.attachments import Attachment
 from app.chat.passages import Passage
 from app.documents.embeddings import Embedder, fused, nearest
 from app.documents.split import pieces
-from app.documents.terms import indexed, query_terms
 from app.errors import HistoryUnavailable
 from app.history import passage_index
-from app.history.schema import chat_documents, documents, passages, timestamp, user_row, users
+from app.history.schema import chat_documents, documents, passages, project_documents, timestamp, user_row, users
 from app.history.writes import Writer
+from app.terms import indexed, query_terms
 
 # Passages indexed per transaction: a long document's never keeps the chats' writes waiting for long.
 PASSAGES_PER_TRANSACTION = 200
@@ -87,6 +87,16 @@ def passage_rows(document_id: str, file: Attachment) -> list[dict[str, Any]]:
 def meant(row: dict[str, Any]) -> str:
     """What a passage's vector stands for: its heading and its text."""
     return f"{row['heading']}\n{row['text']}" if row["heading"] else str(row["text"])
+
+
+def searched_scope(user: str, thread_id: str, project_id: str | None) -> sa.Select[Any]:
+    """The ids of the documents a chat searches: the user's own, of the chat or of its project, fully indexed."""
+    in_chat = sa.select(chat_documents.c.document_id).where(chat_documents.c.thread_id == thread_id)
+    searched: sa.ColumnElement[bool] = documents.c.id.in_(in_chat)
+    if project_id is not None:
+        in_project = sa.select(project_documents.c.document_id).where(project_documents.c.project_id == project_id)
+        searched = sa.or_(searched, documents.c.id.in_(in_project))
+    return sa.select(documents.c.id).where(documents.c.user_id == user_row(user), documents.c.complete, searched)
 
 
 class Library:
@@ -214,16 +224,15 @@ class Library:
 
         return Outcome(await self.writer.write("delete a document", work))
 
-    async def find(self, user: str, thread_id: str, texts: Sequence[str], limit: int) -> list[Passage]:
-        """The passages of the chat's documents (the user's own) best matching the texts, best first."""
+    async def find(
+        self, user: str, thread_id: str, texts: Sequence[str], limit: int, project_id: str | None = None
+    ) -> list[Passage]:
+        """The passages of the chat's documents and its project's (the user's own) best matching the texts, best
+        first."""
         terms = query_terms(*texts)
         if not terms and self.embedder is None:
             return []
-        scope = (
-            sa.select(documents.c.id)
-            .join(chat_documents, chat_documents.c.document_id == documents.c.id)
-            .where(chat_documents.c.thread_id == thread_id, documents.c.user_id == user_row(user))
-        )
+        scope = searched_scope(user, thread_id, project_id)
         exists = sa.select(scope.exists())
         if not await self.writer.read("search your documents", lambda connection: connection.execute(exists).scalar()):
             return []  # a chat without documents: no search, no request to the embedding model
@@ -278,17 +287,20 @@ class Library:
             query = query.where(passages.c.document_id.in_(scope))
         return [Passage(row.id, row.name, row.page, row.heading, row.text) for row in connection.execute(query)]
 
-    def finder(self, user: str, thread_id: str, *, searches: bool, known: dict[str, str]) -> ChatDocuments:
+    def finder(
+        self, user: str, thread_id: str, *, searches: bool, known: dict[str, str], project_id: str | None = None
+    ) -> ChatDocuments:
         """The documents one chat of the user's searches (`searches`: it has any), and those it reads whole.
 
         `known`: the texts of documents read whole the chat already has, filled with those read from now on.
         """
-        return ChatDocuments(self, user, thread_id, searches, known)
+        return ChatDocuments(self, user, thread_id, searches, known, project_id)
 
-    async def searched_by(self, user: str, thread_id: str) -> bool:
-        """Whether a chat of the user's searches any document (False while the database fails)."""
+    async def searched_by(self, user: str, thread_id: str, project_id: str | None = None) -> bool:
+        """Whether a chat of the user's (or its project) searches any document (False while the database fails)."""
+        exists = sa.select(searched_scope(user, thread_id, project_id).exists())
         with contextlib.suppress(HistoryUnavailable):  # logged by the store
-            return bool(await self.listed(user, thread_id))
+            return bool(await self.writer.read("check a chat's documents", lambda c: c.execute(exists).scalar()))
         return False
 
 
@@ -303,12 +315,14 @@ class ChatDocuments:
     searches: bool
     # The texts of the chat's documents read whole, once read (the tab's).
     known: dict[str, str]
+    # The chat's project, whose documents it searches too (None: none).
+    project_id: str | None = None
 
     async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
         if not self.searches:
             return []
         with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
-            return await self.library.find(self.user, self.thread_id, texts, limit)
+            return await self.library.find(self.user, self.thread_id, texts, limit, self.project_id)
         return []
 
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from app.config import Settings, openid_configured
 from app.errors import HistoryUnreachable, LoginRequired
-from app.history import passage_index
+from app.history import message_index, passage_index
 from app.history.database import create_engine, database_url, describe, upgrade
 from app.history.schema import (
     chat_documents,
@@ -29,6 +29,8 @@ from app.history.schema import (
     feedbacks,
     identities,
     presets,
+    project_documents,
+    projects,
     steps,
     threads,
     timestamp,
@@ -151,12 +153,16 @@ def delete_user(connection: Connection, name: str) -> bool:
     deleted_at = sa.literal(time.time(), sa.Float)
     gone = sa.select(threads.c.id, deleted_at).where(threads.c.user_id == user_id)
     connection.execute(sa.insert(deleted_chats).from_select(["id", "deleted_at"], gone))
+    message_index.unindex_chats(connection, theirs)
     for table in (feedbacks, elements, steps):
         connection.execute(sa.delete(table).where(table.c.thread_id.in_(theirs)))
     connection.execute(sa.delete(chat_documents).where(chat_documents.c.thread_id.in_(theirs)))
     connection.execute(sa.delete(threads).where(threads.c.user_id == user_id))
     passage_index.remove(connection, sa.select(documents.c.id).where(documents.c.user_id == user_id))
     connection.execute(sa.delete(presets).where(presets.c.user_id == user_id))
+    owned = sa.select(projects.c.id).where(projects.c.user_id == user_id)
+    connection.execute(sa.delete(project_documents).where(project_documents.c.project_id.in_(owned)))
+    connection.execute(sa.delete(projects).where(projects.c.user_id == user_id))
     connection.execute(sa.delete(user_limits).where(user_limits.c.user_id == user_id))
     connection.execute(sa.delete(identities).where(identities.c.user_id == user_id))
     connection.execute(sa.delete(users).where(users.c.id == user_id))

@@ -90,7 +90,7 @@ def thread_dict(row: RowMapping, step_list: list[StepDict], element_list: list[E
         "createdAt": row["created_at"],
         "name": row["name"],
         "userId": row["user_id"],
-        "userIdentifier": row["identifier"],
+        "userIdentifier": row.get("identifier"),
         "tags": row["tags"],
         "metadata": row["metadata"] or {},
         "steps": step_list,

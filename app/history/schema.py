@@ -34,6 +34,8 @@ users = sa.Table(
     # What links a single sign-on identity to this user (unique; None: the identifier itself is matched).
     sa.Column("email", sa.String(255)),
     sa.Column("last_login_at", sa.Float),
+    # Whether an admin made every chat of theirs temporary (never written anywhere).
+    sa.Column("temporary_only", sa.Boolean, nullable=False, server_default=sa.false()),
     # Whether a sign-on with this user's verified e-mail may link to them though they have a password (an admin's
     # choice per user).
     sa.Column("sign_on_may_link", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -63,6 +65,10 @@ threads = sa.Table(
     sa.Column("metadata", sa.JSON, nullable=False),
     # When the write that last named it or changed its metadata was said: an older one (replayed) changes nothing.
     sa.Column("changed_at", sa.Float),
+    # The project it is filed in (None: none); when its user pinned it, archived it (None: not).
+    sa.Column("project_id", sa.String(36), sa.ForeignKey("projects.id", ondelete="SET NULL"), index=True),
+    sa.Column("pinned_at", sa.Float),
+    sa.Column("archived_at", sa.Float),
 )
 
 steps = sa.Table(
@@ -197,6 +203,41 @@ replicas = sa.Table(
 )
 
 
+# Each user's projects: chats filed together, with instructions for the model and documents every chat of it searches.
+projects = sa.Table(
+    "projects",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("instructions", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("user_id", "name", name="uq_projects_user_name"),
+)
+
+# The documents (the user's own, from their library) every chat of a project searches.
+project_documents = sa.Table(
+    "project_documents",
+    metadata,
+    sa.Column("project_id", sa.String(36), sa.ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column(
+        "document_id", sa.String(36), sa.ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True, index=True
+    ),
+    sa.Column("added_at", sa.Float, nullable=False),
+)
+
+# Questions and answers as the full-text search over messages knows them: their words, segmented like passages'
+# (app/history/message_index.py: SQLite's FTS5 table or PostgreSQL's stored tsvector beside it).
+message_terms = sa.Table(
+    "message_terms",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("step_id", sa.String(36), nullable=False, unique=True),
+    sa.Column("thread_id", sa.String(36), nullable=False, index=True),
+    sa.Column("terms", sa.Text, nullable=False),
+)
+
+
 # Each user's own presets: a name and the settings it sets (app/presets.py); a name is unique per user.
 presets = sa.Table(
     "presets",
@@ -208,6 +249,8 @@ presets = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     # The documents a chat started with it searches (ids of the user's own; None: none).
     sa.Column("documents", sa.JSON),
+    # The project a chat started with it is in (None: none).
+    sa.Column("project_id", sa.String(36), sa.ForeignKey("projects.id", ondelete="SET NULL")),
     sa.UniqueConstraint("user_id", "name", name="uq_presets_user_name"),
 )
 
@@ -266,6 +309,10 @@ chat_documents = sa.Table(
 
 # SQLite's FTS5 table of the passages' terms and its shadow tables: made by their own SQL, outside `metadata`.
 PASSAGE_TERMS = "passage_terms"
+# SQLite's FTS5 table of the messages' terms, and PostgreSQL's stored tsvector column and index: their own SQL too.
+MESSAGE_FTS = "message_fts"
+MESSAGE_VECTOR = "vector"
+MESSAGE_VECTOR_INDEX = "ix_message_terms_vector"
 
 
 # PostgreSQL's GIN index over the passages' terms: an expression index, made by its own SQL too.
@@ -274,9 +321,11 @@ PASSAGE_TERMS_INDEX = "ix_passages_terms"
 
 def in_metadata(name: str | None, kind: str, _parents: object) -> bool:
     """Whether Alembic compares this object with `metadata` (the full-text index's table and index are not in it)."""
-    if kind == "table" and name is not None and name.startswith(PASSAGE_TERMS):
+    if kind == "table" and name is not None and name.startswith((PASSAGE_TERMS, MESSAGE_FTS)):
         return False
-    return not (kind == "index" and name == PASSAGE_TERMS_INDEX)
+    if kind == "column" and name == MESSAGE_VECTOR:
+        return False
+    return not (kind == "index" and name in (PASSAGE_TERMS_INDEX, MESSAGE_VECTOR_INDEX))
 
 
 def user_row(user: str) -> sa.ScalarSelect[Any]:

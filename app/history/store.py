@@ -20,13 +20,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from app.errors import HistoryUnavailable
-from app.history import passage_index
+from app.history import chat_search, message_index, passage_index
 from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
 from app.history.schema import (
     chat_documents,
     deleted_chats,
     elements,
     feedbacks,
+    projects,
     steps,
     threads,
     timestamp,
@@ -106,6 +107,8 @@ class ChatStore(BaseDataLayer):
         timeout_s: float,
         actor: Callable[[], Caller] = nobody,
         new_chat_metadata: Callable[[], dict[str, Any]] = dict,
+        new_chat_project: Callable[[], str | None] = lambda: None,
+        never_kept: Callable[[str], bool] = lambda _chat: False,
         on_write_failure: Callable[[str], Awaitable[None]] | None = None,
         before_batch: Callable[[], Awaitable[None]] | None = None,
         journal: Journal | None = None,
@@ -135,12 +138,21 @@ class ChatStore(BaseDataLayer):
         # What a chat starts with when it is named at its first message (the app's settings so far), so a
         # chat holds its settings from its first write on, at no extra statement.
         self.new_chat_metadata = new_chat_metadata
+        # The project a chat is filed in at its first message (a chat started in a project), if any.
+        self.new_chat_project = new_chat_project
+        # Whether a chat is temporary: nothing of it is ever written (its writes are dropped here).
+        self.never_kept = never_kept
         # Whom a write that Chainlit makes is for: a tab's user and chat, or a route that checked the owner itself.
         self.actor = actor
         # Statements built once (these and the cached properties): building an upsert costs more CPU than running it.
         self._upserts: dict[str, sa.Insert] = {}
         # Chats known to have a committed row, so a message costs one statement, not two.
         self._known_threads: set[str] = set()
+
+    async def _keep(self, what: str, kept: Kept) -> None:
+        """A write of what was said, unless its chat is temporary (then it is never written, anywhere)."""
+        if not self.never_kept(kept.chat):
+            await self.writer.keep(what, kept)
 
     async def _scalar(self, what: str, query: sa.Select[Any]) -> Any:
         """The first column of the query's first row (None if no row)."""
@@ -172,8 +184,12 @@ class ChatStore(BaseDataLayer):
         changes = {
             "name": sa.func.coalesce(statement.excluded.name, threads.c.name),
             "user_id": sa.func.coalesce(threads.c.user_id, statement.excluded.user_id),
-            # Named for the first time (its first message): the chat takes the row's metadata, the app's settings.
+            # Named for the first time (its first message): the chat takes the row's metadata, the app's settings,
+            # and the project it was started in.
             "metadata": sa.case((threads.c.name.is_(None), statement.excluded.metadata), else_=threads.c.metadata),
+            "project_id": sa.case(
+                (threads.c.name.is_(None), statement.excluded.project_id), else_=threads.c.project_id
+            ),
             "changed_at": statement.excluded.changed_at,
         }
         theirs = statement.excluded.user_id
@@ -290,7 +306,7 @@ class ChatStore(BaseDataLayer):
         row = {"id": element.id, "thread_id": element.thread_id, "for_id": element.for_id, "details": details}
         actor = self.actor()
         data = {"row": row, "actor": as_data(actor)}
-        await self.writer.keep("save an answer's details", Kept(chat_of(actor, element.thread_id), "element", data))
+        await self._keep("save an answer's details", Kept(chat_of(actor, element.thread_id), "element", data))
 
     def _apply_element(self, connection: Connection, data: dict[str, Any], _at: float) -> None:
         """Store an element of a chat's message, if the actor may write there and the message is that chat's."""
@@ -312,7 +328,7 @@ class ChatStore(BaseDataLayer):
     async def delete_element(self, element_id: str, thread_id: str | None = None) -> None:
         actor = self.actor()
         data = {"id": element_id, "actor": as_data(actor)}
-        await self.writer.keep(
+        await self._keep(
             "remove an answer's details", Kept(chat_of(actor, thread_id or element_id), "delete_element", data)
         )
 
@@ -336,7 +352,7 @@ class ChatStore(BaseDataLayer):
             messages = (str(step_dict["id"]),)
             # A newer copy of the message replaces one still waiting (an answer's text so far, then all of it).
             kept = Kept(chat_of(actor, thread_id), "step", data, messages, key=f"step:{step_dict['id']}")
-            await self.writer.keep("save a message", kept)
+            await self._keep("save a message", kept)
 
     async def update_step(self, step_dict: StepDict) -> None:
         await self._save_step(step_dict)
@@ -344,7 +360,7 @@ class ChatStore(BaseDataLayer):
     async def delete_step(self, step_id: str) -> None:
         actor = self.actor()
         data = {"id": step_id, "actor": as_data(actor)}
-        await self.writer.keep("remove a message", Kept(chat_of(actor, step_id), "delete_step", data))
+        await self._keep("remove a message", Kept(chat_of(actor, step_id), "delete_step", data))
 
     def _apply_delete_step(self, connection: Connection, data: dict[str, Any], _at: float) -> None:
         """Remove a message with its feedback and elements, if the actor may write in its chat."""
@@ -355,6 +371,7 @@ class ChatStore(BaseDataLayer):
         connection.execute(sa.delete(feedbacks).where(feedbacks.c.for_id == step_id))
         connection.execute(sa.delete(elements).where(elements.c.for_id == step_id))
         connection.execute(sa.delete(steps).where(steps.c.id == step_id))
+        message_index.unindex(connection, [step_id])
 
     def _apply_step(self, connection: Connection, data: dict[str, Any], at: float) -> None:
         """Insert or replace one step, creating its thread if Chainlit has not yet."""
@@ -362,7 +379,9 @@ class ChatStore(BaseDataLayer):
         thread_id = str(step_dict["threadId"])
         if self._writable(connection, thread_id, actor, "save a message"):
             self._ensure_thread(connection, thread_id)
-            put(connection, self._upsert(steps), step_row(step_dict) | {"saved_at": at}, "save a message")
+            row = step_row(step_dict) | {"saved_at": at}
+            if put(connection, self._upsert(steps), row, "save a message"):
+                message_index.index(connection, row["id"], thread_id, row["type"], row["output"])
 
     def _ensure_thread(self, connection: Connection, thread_id: str) -> None:
         """A row for the thread (Chainlit names it and sets its user with update_thread)."""
@@ -410,6 +429,8 @@ class ChatStore(BaseDataLayer):
             created_in(connection).add(new_id)
             if rows:
                 connection.execute(sa.insert(steps), [copied(row._mapping, new_id, copies) for row in rows])
+                for row in rows:  # the copies found by a search too
+                    message_index.index(connection, copies[row.id], new_id, row.type, row.output)
             theirs = sa.select(chat_documents.c.document_id).where(chat_documents.c.thread_id == thread_id)
             searched = [
                 {"thread_id": new_id, "document_id": d, "added_at": timestamp()} for d in connection.scalars(theirs)
@@ -434,6 +455,7 @@ class ChatStore(BaseDataLayer):
         thread_id = data["id"]
         tombstone = self._insert(deleted_chats).on_conflict_do_nothing(index_elements=["id"])
         connection.execute(tombstone, {"id": thread_id, "deleted_at": at})
+        message_index.unindex_chats(connection, [thread_id])
         for table in (feedbacks, elements, steps):
             connection.execute(sa.delete(table).where(table.c.thread_id == thread_id))
         connection.execute(sa.delete(threads).where(threads.c.id == thread_id))
@@ -475,12 +497,13 @@ class ChatStore(BaseDataLayer):
             "metadata": self.new_chat_metadata() if named else {},
             "name": None if name is None else storable(name),
             "user_id": user_id,
+            "project_id": self.new_chat_project() if named else None,
         }
 
         if named or metadata is not None or tags is not None:
             actor = self.actor()
             data = {"row": row, "named": named, "metadata": metadata, "tags": tags, "actor": as_data(actor)}
-            await self.writer.keep("save the chat", Kept(chat_of(actor, thread_id), "thread", data))
+            await self._keep("save the chat", Kept(chat_of(actor, thread_id), "thread", data))
 
     def _apply_thread(self, connection: Connection, data: dict[str, Any], at: float) -> None:
         """Create, name or change a chat for the actor; metadata is merged into the chat's, unless it changed since."""
@@ -489,7 +512,11 @@ class ChatStore(BaseDataLayer):
         if not self._writable(connection, thread_id, actor, "save the chat"):
             return
         if data["named"]:  # Chainlit's first message or a rename: creates the chat if need be, in one statement
-            connection.execute(self._name_thread, row | {"changed_at": at})
+            project = row.get("project_id")
+            owned = sa.select(projects.c.id).where(projects.c.id == project, projects.c.user_id == row["user_id"])
+            if project is not None and connection.execute(owned).first() is None:  # only a project of the chat's user
+                project = None
+            connection.execute(self._name_thread, row | {"project_id": project, "changed_at": at})
             created_in(connection).add(thread_id)
         if metadata is None and tags is None:
             return
@@ -506,16 +533,16 @@ class ChatStore(BaseDataLayer):
         connection.execute(sa.update(threads).where(threads.c.id == thread_id).values(**changes))
 
     async def list_threads(self, pagination: Pagination, filters: ThreadFilter) -> PaginatedResponse[ThreadDict]:
+        """The user's chats newest first, archived ones left out; a search: the best matches, each with a snippet."""
+        user_id = str(filters.userId)
+        if filters.search:
+            return await self._searched(user_id, filters.search, pagination.first)
         query = (
             sa.select(threads, users.c.identifier)
             .select_from(threads.join(users))
-            .where(threads.c.user_id == filters.userId)
+            .where(threads.c.user_id == user_id, threads.c.archived_at.is_(None))
             .order_by(threads.c.created_at.desc(), threads.c.id.desc())
         )
-        if filters.search:
-            pattern = "%" + filters.search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            said = sa.select(steps.c.id).where(steps.c.thread_id == threads.c.id, steps.c.output.ilike(pattern, "\\"))
-            query = query.where(sa.or_(threads.c.name.ilike(pattern, "\\"), said.exists()))
         if filters.feedback is not None:
             rated = sa.select(feedbacks.c.id).where(
                 feedbacks.c.thread_id == threads.c.id, feedbacks.c.value == filters.feedback
@@ -544,6 +571,24 @@ class ChatStore(BaseDataLayer):
                 endCursor=page[-1]["id"] if page else None,
             ),
         )
+
+    async def search(self, user_id: str, asked: str, limit: int) -> list[chat_search.Found]:
+        """The user's chats a search finds, best first (filters in:<project>, is:pinned, is:archived)."""
+        query = chat_search.parse(asked)
+        return await self.writer.read("search your chats", lambda c: chat_search.find(c, user_id, query, limit))
+
+    async def _searched(self, user_id: str, asked: str, limit: int) -> PaginatedResponse[ThreadDict]:
+        """A search as Chainlit's dialog shows it: each chat named with its snippet, unless its name holds the words."""
+        found = await self.search(user_id, asked, limit)
+        words = chat_search.parse(asked).text.casefold()
+        page: list[ThreadDict] = []
+        for item in found:
+            chat = thread_dict(item.chat._mapping, [], [])
+            if item.snippet and words not in (item.chat.name or "").casefold():
+                chat["name"] = " — ".join(part for part in (item.chat.name, item.snippet) if part)
+                chat["createdAt"] = item.said_at
+            page.append(chat)
+        return PaginatedResponse(data=page, pageInfo=PageInfo(hasNextPage=False, startCursor=None, endCursor=None))
 
     async def get_thread(self, thread_id: str) -> ThreadDict | None:
         """The chat as the page shows it: the branch shown (Chainlit's resume shows every step it is given)."""
@@ -603,7 +648,7 @@ class ChatStore(BaseDataLayer):
         """Star or unstar a message of the tab user's own chats; only the star changes (Chainlit's rewrites all)."""
         actor, step_id = self.actor(), str(step_dict["id"])
         data = {"id": step_id, "favorite": favorite, "actor": as_data(actor)}
-        await self.writer.keep("keep a favourite prompt", Kept(chat_of(actor, step_id), "favourite", data))
+        await self._keep("keep a favourite prompt", Kept(chat_of(actor, step_id), "favourite", data))
         return cast("StepDict", {**step_dict, "metadata": {**(step_dict.get("metadata") or {}), "favorite": favorite}})
 
     def _apply_favourite(self, connection: Connection, data: dict[str, Any], at: float) -> None:
@@ -654,9 +699,10 @@ def copied(row: RowMapping, thread_id: str, copies: dict[str, str]) -> dict[str,
     }
 
 
-def put(connection: Connection, upsert: sa.Insert, row: dict[str, Any], what: str) -> None:
-    """Run a chat row's upsert; one whose id is a row of another chat changes nothing, and is logged."""
-    if not connection.execute(upsert, row).rowcount:
-        logger.warning(
-            "History: refused to %s: %s is a row of another chat, or a newer copy is stored", what, row["id"]
-        )
+def put(connection: Connection, upsert: sa.Insert, row: dict[str, Any], what: str) -> bool:
+    """Run a chat row's upsert (whether it wrote); one whose id is a row of another chat changes nothing, and is
+    logged."""
+    if connection.execute(upsert, row).rowcount:
+        return True
+    logger.warning("History: refused to %s: %s is a row of another chat, or a newer copy is stored", what, row["id"])
+    return False

@@ -14,12 +14,17 @@ from sqlalchemy.engine import Connection
 
 from app.chat.quotas import Limits
 from app.history.accounts import delete_user, hasher, next_second, save_password
-from app.history.schema import admin_log, team_settings, threads, usage, user_limits, users
+from app.history.schema import admin_log, projects, team_settings, threads, usage, user_limits, users
 from app.history.transcript import SHARING_KEYS
 from app.history.writes import Writer
 
 # The defaults an admin sets for everyone, and their values until one does.
-DEFAULTS: dict[str, Any] = {"system_prompt": None, "hidden_presets": [], "open_sign_on": False}
+DEFAULTS: dict[str, Any] = {
+    "system_prompt": None,
+    "hidden_presets": [],
+    "open_sign_on": False,
+    "temporary_chats": False,
+}
 LOG_SHOWN = 50
 Result = TypeVar("Result")
 
@@ -44,6 +49,9 @@ class Member:
     limits: Limits
     # Whether a sign-on with their verified e-mail may link to them though they have a password.
     sign_on_may_link: bool
+    # Whether every chat of theirs is temporary (an admin's choice), and their projects' names.
+    temporary_only: bool = False
+    projects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,15 @@ class Team:
             .outerjoin(user_limits, user_limits.c.user_id == users.c.id)
             .order_by(users.c.identifier)
         )
-        rows = await self.writer.read("list the users", lambda c: list(c.execute(query)))
+        named = sa.select(projects.c.user_id, projects.c.name).order_by(projects.c.name)
+
+        def work(connection: Connection) -> tuple[list[Any], list[Any]]:
+            return list(connection.execute(query)), list(connection.execute(named))
+
+        rows, project_rows = await self.writer.read("list the users", work)
+        theirs: dict[str, list[str]] = {}
+        for project in project_rows:
+            theirs.setdefault(project.user_id, []).append(project.name)
         return [
             Member(
                 r.identifier,
@@ -112,6 +128,8 @@ class Team:
                 r.last_login_at,
                 Limits(r.answers_at_once, r.messages_per_minute, r.daily_tokens),
                 bool(r.sign_on_may_link),
+                bool(r.temporary_only),
+                tuple(theirs.get(r.id, [])),
             )
             for r in rows
         ]
@@ -168,6 +186,17 @@ class Team:
     async def _change(self, change: Change, name: str, **values: Any) -> bool:
         statement = sa.update(users).where(users.c.identifier == name).values(**values)
         return bool(await self.writer.write(change.action, and_logged(change, lambda c: c.execute(statement).rowcount)))
+
+    async def temporary_only(self, name: str) -> bool:
+        """Whether every chat of the user is temporary: an admin said so for them, or for everyone."""
+        query = sa.select(users.c.temporary_only).where(users.c.identifier == name)
+        if await self.writer.read("read whether chats are kept", lambda c: c.execute(query).scalar()):
+            return True
+        return bool((await self.defaults())["temporary_chats"])
+
+    async def set_temporary_only(self, change: Change, name: str, on: bool) -> bool:
+        """Make every chat of the user temporary (or not); False if there is no such user."""
+        return await self._change(change, name, temporary_only=on)
 
     async def limits_of(self, name: str) -> Limits:
         """The user's own limits (all None: the defaults)."""

@@ -119,12 +119,14 @@ def cited(numbered: tuple[int, dict[str, Any]]) -> str:
     return f"[{number}] {source['document']}{page}"
 
 
-def export_json(thread: Mapping[str, Any], preferences: Preferences) -> str:
-    """The stored chat as JSON: its name, time, settings, and every version of every message with its parent."""
+def export_json(thread: Mapping[str, Any], preferences: Preferences, project: str | None = None) -> str:
+    """The stored chat as JSON: its name, project, time, settings, and every version of every message with its
+    parent."""
     tree = branches_of(thread.get("steps") or [], shown_of(thread.get("metadata")))
     document = {
         "id": thread["id"],
         "name": thread.get("name"),
+        "project": project,
         "created_at": thread.get("createdAt"),
         "settings": preferences.model_dump(),
         "messages": exported_messages(tree),
@@ -132,10 +134,13 @@ def export_json(thread: Mapping[str, Any], preferences: Preferences) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
-def export_markdown(thread: Mapping[str, Any], preferences: Preferences, names: Mapping[str, str]) -> str:
+def export_markdown(
+    thread: Mapping[str, Any], preferences: Preferences, names: Mapping[str, str], project: str | None = None
+) -> str:
     """The stored chat as Markdown: the branch shown, a heading per message, the text as said, settings first."""
     tree = branches_of(thread.get("steps") or [], shown_of(thread.get("metadata")))
     lines = [f"# {thread.get('name') or 'Chat'}", "", f"*{thread.get('createdAt') or ''}*", ""]
+    lines += [f"- project: {json.dumps(project, ensure_ascii=False)}"] if project else []
     lines += [f"- {key}: {json.dumps(value, ensure_ascii=False)}" for key, value in preferences.model_dump().items()]
     for message in exported_messages(tree):
         if not message["shown"]:

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import chainlit as cl
 from chainlit.step import StepDict
@@ -17,6 +17,7 @@ from chainlit.types import ThreadDict
 
 from app import metrics
 from app.chat.answering import Answering
+from app.chat.tab import Tab
 from app.config import Settings
 from app.errors import HistoryUnavailable
 from app.history.accounts import Login, startup_login, verify_password
@@ -29,6 +30,7 @@ from app.identity.claims import LOCAL_USER, password_name
 from app.page import lifecycle, seam
 from app.page.answer_controls import show_line
 from app.page.data_layer import TabStore
+from app.page.temporary import Temporaries
 
 logger = logging.getLogger(__name__)
 # One notice per chat while writes keep failing: a notice per message would bury the answers.
@@ -52,6 +54,8 @@ class History:
     unawaited: set[asyncio.Task[None]] = field(default_factory=set)
     # The answers being written: stopped when the app stops, so that what they showed is kept.
     answering: Answering | None = None
+    # Which of this process's chats are temporary: never written.
+    temporaries: Temporaries = field(default_factory=Temporaries)
 
     @property
     def kept(self) -> bool:
@@ -97,6 +101,27 @@ class History:
         if self.store is not None and session is not None and session.has_first_interaction:
             with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store
                 await self.store.update_thread(session.thread_id, metadata={PREFERENCES_KEY: preferences})
+
+    def new_chat_project(self) -> str | None:
+        """The project this session's chat was started in, filed in at its first message (None: none)."""
+        chat = lifecycle.current() if seam.websocket_session() is not None else None
+        return chat.project.id if chat is not None and chat.project is not None else None
+
+    async def keep_now(self, chat: Tab) -> None:
+        """A temporary chat written as it stands, and from then on (Keep this chat)."""
+        session = seam.websocket_session()
+        if self.store is None or session is None or not chat.temporary:
+            return
+        self.temporaries.kept_from_now(session.thread_id)
+        chat.temporary = False
+        said = list(chat.branches.steps.values())
+        first = next((step for step in said if step.get("type") == "user_message"), None)
+        name = str(first.get("output") or "") if first is not None else ""
+        user_id = seam.tab_user_id()
+        with contextlib.suppress(HistoryUnavailable):  # logged and announced by the store; the journal keeps it
+            await self.store.update_thread(session.thread_id, name=name[:255], user_id=user_id, metadata={})
+            for step in said:
+                await self.store.create_step(cast("StepDict", dict(step)))
 
     def new_chat_metadata(self) -> dict[str, Any]:
         """What a chat is created with at its first message: this session's settings so far."""
@@ -175,6 +200,8 @@ def keep_history(settings: Settings, notice: Callable[[], str], answering: Answe
         timeout_s=settings.database_timeout,
         actor=tab_actor,
         new_chat_metadata=history.new_chat_metadata,
+        new_chat_project=history.new_chat_project,
+        never_kept=history.temporaries.never_kept,
         on_write_failure=history.notify_write_failure,
         before_batch=functools.partial(answering.over, ANSWERS_FIRST_S),
         journal=journal,

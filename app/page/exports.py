@@ -29,11 +29,12 @@ async def send_export(chat: Tab, history: History, kind: str, library: Library |
     if thread is None:
         await show(cl.Message(content=text(chat.lang, "export_empty")))
         return
+    project = chat.project.name if chat.project is not None else None
     if kind == "JSON":
-        name, content, mime = "chat.json", export_json(thread, chat.preferences), "application/json"
+        name, content, mime = "chat.json", export_json(thread, chat.preferences, project), "application/json"
     else:
         names = {"user": text(chat.lang, "you"), "assistant": seam.assistant_name()}
-        name, content, mime = "chat.md", export_markdown(thread, chat.preferences, names), "text/markdown"
+        name, content, mime = "chat.md", export_markdown(thread, chat.preferences, names, project), "text/markdown"
     message = cl.Message(content=text(chat.lang, "export_ready", kind=kind))
     await show(message)
     file = cl.File(name=name, content=content.encode(), mime=mime, display="inline")

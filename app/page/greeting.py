@@ -20,6 +20,11 @@ def greeting(settings: Settings, chat: Tab, model: str) -> str:
     return (custom or text(chat.lang, "greeting", model="{model}")).replace("{model}", model)
 
 
+def plain(name: str) -> str:
+    """A name the person chose, shown as text in Markdown (its markup characters escaped)."""
+    return "".join("\\" + char if char in "\\`*_{}[]()#+-.!<>|~" else char for char in name)
+
+
 def starter_actions(chat: Tab) -> list[cl.Action]:
     """Example prompts as buttons under the greeting (Chainlit hides its own starters once a message exists)."""
     return [
@@ -40,6 +45,8 @@ async def greet(chat: Tab, backend: Backend, settings: Settings, *, admin: bool 
         chat.readiness = asyncio.create_task(watch_readiness(chat, notice, backend, settings))
         return
     content = greeting(settings, chat, model.name) + ("\n\n" + text(chat.lang, "admin_link") if admin else "")
+    if chat.project is not None:  # a chat started in a project: its instructions and documents apply
+        content = text(chat.lang, "in_project", name=plain(chat.project.name)) + "\n\n" + content
     await show(cl.Message(content=content, actions=starter_actions(chat)))
 
 

@@ -50,7 +50,8 @@ async def offer(chat: Tab, library: Library | None) -> None:
 async def resume(chat: Tab, library: Library | None) -> None:
     """A resumed chat: whether it searches documents, and the Documents button."""
     if library is not None and chat.user is not None:
-        chat.searches_documents = await library.searched_by(chat.user, seam.thread_id())
+        project = chat.project.id if chat.project is not None else None
+        chat.searches_documents = await library.searched_by(chat.user, seam.thread_id(), project)
     await offer(chat, library)
 
 

@@ -100,11 +100,13 @@ class Pipeline:
         finder: Finder | None = None
         thread_id = seam.thread_id()
         if self.library is not None and chat.user is not None:
-            searches = chat.searches_documents
-            finder = self.library.finder(chat.user, thread_id, searches=searches, known=chat.file_texts)
+            searches, project = chat.searches_documents, chat.project.id if chat.project is not None else None
+            finder = self.library.finder(
+                chat.user, thread_id, searches=searches, known=chat.file_texts, project_id=project
+            )
         return Reply(
             self.backend,
-            chat.preferences,
+            chat.answering_preferences(),
             self.stream_interval_s,
             self.low_water,
             finder,
@@ -114,8 +116,10 @@ class Pipeline:
 
     async def kept_as_documents(self, chat: Tab, files: list[Attachment], typed: str) -> list[Attachment]:
         """Every file kept as a document of the user's (its text stays on the server); one too long is searched."""
-        if self.library is None or chat.user is None or not files:
-            return files  # a file too long is refused by the budget, as one with nowhere to be kept
+        if self.library is None or chat.user is None or chat.temporary or not files:
+            return (
+                files  # read whole or refused by the budget, as with nowhere to keep it (a temporary chat keeps none)
+            )
         searched = set(await self.reply(chat).too_long_to_read(files, typed))
         kept = []
         for index, file in enumerate(files):

@@ -64,6 +64,8 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   swaps asyncio's C tasks and futures for its pure-Python ones (their every step, wake-up and callback in Python).
   The C ones are put back before any task exists; the patched loop stays, and nests them as well (Chainlit nests it
   to read a tab's chat profiles).
+- `WebsocketSession.environ`: the WSGI environment of the request that opened a tab's socket; its Referer is the
+  page's address (a chat opened from the chats page as `/?project=<id>` starts in that project).
 - `chainlit.oauth_providers.get_configured_oauth_providers`: the ids of the OAuth providers whose variables Chainlit
   found (its `oauth_callback` decorator refuses to register without one; the admin page links sign-ons of these).
 """
@@ -358,6 +360,13 @@ def tab_user() -> str | None:
     return session.user.identifier if session is not None and session.user is not None else None
 
 
+def tab_user_id() -> str | None:
+    """The database id of this tab's logged-in user (None without login)."""
+    session = websocket_session()
+    user = session.user if session is not None else None
+    return str(user.id) if user is not None and hasattr(user, "id") else None
+
+
 def browser_language() -> str | None:
     """The language the tab's browser asked for (its Accept-Language), if this is a tab."""
     session = websocket_session()
@@ -372,6 +381,22 @@ def thread_id() -> str:
 def keep_chat_settings(values: dict[str, Any]) -> None:
     """The session's settings where Chainlit keeps them (it saves them with the chat when the tab disconnects)."""
     cl.context.session.chat_settings = values
+
+
+def page_address() -> str:
+    """The address of this tab's page when it opened its connection ("" if not known)."""
+    session = websocket_session()
+    return str((session.environ if session is not None else {}).get("HTTP_REFERER", ""))
+
+
+def first_question_modes() -> dict[str, str] | None:
+    """The composer's modes the tab's first question was sent with (None: no question yet, or not a tab)."""
+    if websocket_session() is None:
+        return None
+    for message in shown_messages():
+        if message.type == "user_message":
+            return dict(message.modes or {})
+    return None
 
 
 def shown_messages() -> list[cl.Message]:

@@ -10,7 +10,7 @@ from app.chat.preferences import Preferences, apply_changes
 from app.config import Settings
 from app.errors import ChatError, HistoryUnavailable, Problem
 from app.i18n import TEXT, text
-from app.presets.store import PresetStore
+from app.presets.store import PresetStore, StoredPreset
 
 logger = logging.getLogger(__name__)
 # A preset's name is shown in the list of presets: short, one line.
@@ -87,15 +87,14 @@ async def own_presets(user: str | None, settings: Settings, store: PresetStore |
     return {preset.name: apply_changes(defaults, preset.preferences, settings.max_tokens_limit)[0] for preset in stored}
 
 
-async def starting_documents(profile: str | None, user: str | None, store: PresetStore | None) -> list[str]:
-    """The documents a chat started with the user's own preset of that name searches (none for any other)."""
+async def starting_preset(profile: str | None, user: str | None, store: PresetStore | None) -> StoredPreset | None:
+    """The user's own preset a chat was started with: the documents it searches, its project (None: another)."""
     if not profile or profile in BY_NAME or user is None or store is None:
-        return []
+        return None
     try:
-        preset = await store.get(user, profile)
+        return await store.get(user, profile)
     except HistoryUnavailable:  # logged by the store; the chat starts without them
-        return []
-    return preset.documents if preset is not None else []
+        return None
 
 
 async def starting_preferences(

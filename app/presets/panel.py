@@ -85,7 +85,9 @@ async def act(chat: Tab, asked: dict[str, Any], store: PresetStore | None, libra
             name = preset_name(save)
             searched = await library.listed(chat.user, seam.thread_id()) if library is not None else []
             documents = [document.id for document in searched]  # a chat started with it searches them too
-            await report(chat, await store.save(chat.user, name, chat.preferences.model_dump(), documents), name)
+            project = chat.project.id if chat.project is not None else None  # a chat started with it is in it too
+            saved = await store.save(chat.user, name, chat.preferences.model_dump(), documents, project)
+            await report(chat, saved, name)
         if picked and delete:
             await report(chat, await store.delete(chat.user, picked), picked)
         elif picked and new_name:

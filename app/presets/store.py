@@ -24,8 +24,9 @@ class StoredPreset:
 
     name: str
     preferences: dict[str, Any]
-    # The user's documents a chat started with it searches.
+    # The user's documents a chat started with it searches, and the project it is in (None: none).
     documents: list[str]
+    project_id: str | None = None
 
 
 class Outcome(StrEnum):
@@ -48,17 +49,22 @@ class PresetStore:
 
     async def list(self, user: str) -> list[StoredPreset]:
         """The user's presets, by name."""
-        columns = presets.c.name, presets.c.preferences, presets.c.documents
+        columns = presets.c.name, presets.c.preferences, presets.c.documents, presets.c.project_id
         query = sa.select(*columns).where(presets.c.user_id == user_row(user))
         rows = await self.writer.read("list your presets", lambda c: c.execute(query.order_by(presets.c.name)).all())
-        return [StoredPreset(row.name, dict(row.preferences), list(row.documents or [])) for row in rows]
+        return [
+            StoredPreset(row.name, dict(row.preferences), list(row.documents or []), row.project_id) for row in rows
+        ]
 
     async def get(self, user: str, name: str) -> StoredPreset | None:
         """One of the user's presets by its name (None: the user has none of that name)."""
         return next((preset for preset in await self.list(user) if preset.name == name), None)
 
-    async def save(self, user: str, name: str, preferences: dict[str, Any], documents: Sequence[str]) -> Outcome:
-        """Keep settings (and the documents to search) under a name: a new preset, or the one of that name replaced."""
+    async def save(
+        self, user: str, name: str, preferences: dict[str, Any], documents: Sequence[str], project_id: str | None = None
+    ) -> Outcome:
+        """Keep settings (the documents to search, the project) under a name: a new preset, or the one of that name
+        replaced."""
 
         def work(connection: Connection) -> Outcome:
             user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == user)).scalar()
@@ -67,14 +73,15 @@ class PresetStore:
             mine = presets.c.user_id == user_id
             same = connection.execute(sa.select(presets.c.id).where(mine, presets.c.name == name)).scalar()
             if same is not None:
-                changed = {"preferences": preferences, "documents": [*documents]}
+                changed = {"preferences": preferences, "documents": [*documents], "project_id": project_id}
                 connection.execute(sa.update(presets).where(presets.c.id == same).values(changed))
                 return Outcome.REPLACED
             count = connection.execute(sa.select(sa.func.count()).select_from(presets).where(mine)).scalar()
             if (count or 0) >= MOST_PRESETS:
                 return Outcome.TOO_MANY
             row = {"id": str(uuid.uuid4()), "user_id": user_id, "name": name, "preferences": preferences}
-            connection.execute(sa.insert(presets), row | {"documents": [*documents], "created_at": timestamp()})
+            row |= {"documents": [*documents], "project_id": project_id, "created_at": timestamp()}
+            connection.execute(sa.insert(presets), row)
             return Outcome.SAVED
 
         return Outcome(await self.writer.write("save a preset", work))

@@ -1,27 +1,11 @@
 // The admin page: reads everything from /admin/api/state, sends each change as JSON, then reads again.
 "use strict";
 
-const T = JSON.parse(document.getElementById("admin-text").textContent);
+const { el, status, call, field, form } = window.appPage;
+const T = window.appPage.strings;
+const say = window.appPage.say;
 const API = "/admin/api";
 let state = null;
-
-function say(key, values = {}) {
-  return T[key].replace(/\{(\w+)\}/g, (_, name) => String(values[name] ?? ""));
-}
-
-// An element with attributes and children (strings become text: nothing the server sends is read as HTML).
-function el(tag, attributes = {}, ...children) {
-  const node = tag === "svg" || tag === "rect" || tag === "title"
-    ? document.createElementNS("http://www.w3.org/2000/svg", tag)
-    : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (value === false || value === null || value === undefined) continue;
-    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-    else node.setAttribute(name, value === true ? "" : String(value));
-  }
-  for (const child of children.flat(Infinity)) node.append(child instanceof Node ? child : String(child));
-  return node;
-}
 
 function section(id) {
   const content = document.querySelector(`#${id} .content`);
@@ -29,44 +13,14 @@ function section(id) {
   return content;
 }
 
-function status(message, failed = false) {
-  const line = document.getElementById("status");
-  line.textContent = message;
-  line.className = failed ? "failed" : "";
-}
-
 async function change(path, body, what) {
-  const response = await fetch(`${API}/${path}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  if (!response.ok) {
-    const answer = await response.json().catch(() => ({}));
-    const detail = Array.isArray(answer.detail)
-      ? answer.detail.map((d) => `${d.loc.slice(-1)[0]}: ${d.msg}`).join("; ")
-      : answer.detail || response.statusText;
-    status(say("failed", { why: detail }), true);
-    return false;
-  }
+  if ((await call(`${API}/${path}`, body)) === null) return false;
   status(say("done", { what }));
   await load();
   return true;
 }
 
-function when(seconds) {
-  return seconds ? new Date(seconds * 1000).toLocaleString(document.documentElement.lang) : say("never");
-}
-
-function field(id, label, attributes = {}, hint = "") {
-  const input = el(attributes.tag || "input", { id, name: id, ...attributes, tag: null });
-  const parts = [el("label", { for: id }, label), input];
-  if (hint) {
-    input.setAttribute("aria-describedby", `${id}-hint`);
-    parts.push(el("small", { id: `${id}-hint` }, hint));
-  }
-  return el("div", { class: "field" }, parts);
-}
+const when = window.appPage.when;
 
 function userPicker(id) {
   return field(id, T.user, { tag: "select", required: true });
@@ -80,24 +34,13 @@ function fillUserPickers() {
   }
 }
 
-function form(id, title, fields, submitLabel, onSubmit) {
-  const node = el("form", { id, "aria-labelledby": `${id}-title` }, el("h3", { id: `${id}-title` }, title), fields,
-    el("button", { type: "submit" }, submitLabel));
-  node.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (await onSubmit(new FormData(node))) node.reset();
-    fillUserPickers();
-  });
-  return node;
-}
-
 function numberOrNull(value) {
   return value === "" || value === null ? null : Number(value);
 }
 
 function limitsText(limits) {
   const own = Object.entries(limits).filter(([, v]) => v !== null);
-  return own.length ? own.map(([k, v]) => `${T[k]}: ${v}`).join(", ") : say("default");
+  return own.length ? own.map(([k, v]) => `${T[`${k}_short`]}: ${v}`).join(", ") : say("default");
 }
 
 // A user's sign-ons, each with its Unlink; for a password account, whether sign-on may link to it by e-mail.
@@ -113,7 +56,7 @@ function signOns(u, index) {
     const what = say("action_of", { action: T.may_link, name: u.name });
     parts.push(el("div", { class: "field check" }, el("input", { type: "checkbox", id, checked: u.sign_on_may_link,
       onchange: (event) => change("users/sign-on-may-link", { name: u.name, allowed: event.target.checked }, what) }),
-    el("label", { for: id }, T.may_link)));
+    el("label", { for: id, title: T.may_link_hint }, T.may_link)));
   }
   return parts;
 }
@@ -147,12 +90,17 @@ function drawUsers() {
       el("td", {}, signOns(u, index)),
       el("td", {}, when(u.last_login_at)),
       el("td", {}, limitsText(u.limits)),
+      el("td", {}, u.projects.join(", ")),
+      el("td", {}, el("input", { type: "checkbox", checked: u.temporary_only,
+        "aria-label": say("action_of", { action: T.temporary_only, name: u.name }),
+        onchange: (event) => change("users/temporary", { name: u.name, on: event.target.checked },
+          say("action_of", { action: T.temporary_only, name: u.name })) })),
       el("td", { class: "actions" },
         u.admin ? act(T.unmake_admin, "users/admin", { admin: false }) : act(T.make_admin, "users/admin", { admin: true }),
         act(T.end_sessions, "users/end-sessions", {}), remove));
   });
-  content.append(el("table", { id: "users-table" }, el("caption", {}, T.users),
-    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.sign_ons, T.last_login, T.limits, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+  content.append(el("table", { id: "users-table" }, el("caption", { class: "visually-hidden" }, T.users),
+    el("thead", {}, el("tr", {}, [T.name, T.email, T.admin, T.sign_in, T.sign_ons, T.last_login, T.limits, T.projects, T.temporary_only, T.actions].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows)));
   content.append(form("add-user", T.add_user, [
     field("add-user-name", T.name, { required: true, maxlength: 255, autocomplete: "off" }),
@@ -221,7 +169,7 @@ function drawUsage() {
     return;
   }
   content.append(chart);
-  content.append(el("table", { id: "usage-table" }, el("caption", {}, T.usage),
+  content.append(el("table", { id: "usage-table" }, el("caption", { class: "visually-hidden" }, T.usage),
     el("thead", {}, el("tr", {}, [T.day, T.user, T.answers, T.prompt_tokens, T.completion_tokens].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, state.usage.map((r) => el("tr", {}, el("td", {}, r.day), el("th", { scope: "row" }, r.user),
       el("td", {}, r.answers), el("td", {}, r.prompt_tokens), el("td", {}, r.completion_tokens))))));
@@ -236,12 +184,15 @@ function drawDefaults() {
   const presets = el("fieldset", {}, el("legend", {}, T.presets_shown), state.presets.map((name, i) =>
     el("div", { class: "field check" }, el("input", { type: "checkbox", id: `preset-${i}`, name: "preset", value: name,
       checked: !d.hidden_presets.includes(name) }), el("label", { for: `preset-${i}` }, name))));
-  const open = el("div", { class: "field check" }, el("input", { type: "checkbox", id: "defaults-open-sign-on",
-    name: "open", checked: d.open_sign_on }), el("label", { for: "defaults-open-sign-on" }, T.open_sign_on));
-  content.append(form("set-defaults", T.defaults, [prompt, presets, open], T.save, async (data) => {
+  const check = (id, name, checked, label) => el("div", { class: "field check" },
+    el("input", { type: "checkbox", id, name, checked }), el("label", { for: id }, label));
+  const open = check("defaults-open-sign-on", "open", d.open_sign_on, T.open_sign_on);
+  const temporary = check("defaults-temporary", "temporary", d.temporary_chats, T.temporary_chats);
+  content.append(form("set-defaults", T.defaults, [prompt, presets, open, temporary], T.save, async (data) => {
     const shown = data.getAll("preset");
     await change("defaults", { system_prompt: data.get("defaults-prompt") || null,
-      hidden_presets: state.presets.filter((name) => !shown.includes(name)), open_sign_on: data.get("open") === "on" }, T.defaults);
+      hidden_presets: state.presets.filter((name) => !shown.includes(name)), open_sign_on: data.get("open") === "on",
+      temporary_chats: data.get("temporary") === "on" }, T.defaults);
     return false; // the form shows what is saved, read again
   }));
 }
@@ -252,7 +203,7 @@ function drawShares() {
     content.append(el("p", {}, T.no_shares));
     return;
   }
-  content.append(el("table", { id: "shares-table" }, el("caption", {}, T.shares),
+  content.append(el("table", { id: "shares-table" }, el("caption", { class: "visually-hidden" }, T.shares),
     el("thead", {}, el("tr", {}, [T.chat, T.owner, T.since, T.actions].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, state.shares.map((s) => el("tr", { "data-chat": s.id },
       el("th", { scope: "row" }, el("a", { href: `/share/${s.id}` }, s.name || s.id)),
@@ -278,7 +229,7 @@ function drawHealth() {
 
 function drawChanges() {
   const content = section("changes");
-  content.append(el("table", { id: "changes-table" }, el("caption", {}, T.changes),
+  content.append(el("table", { id: "changes-table" }, el("caption", { class: "visually-hidden" }, T.changes),
     el("thead", {}, el("tr", {}, [T.when, T.by, T.what].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, state.changes.map((c) => el("tr", {}, el("td", {}, when(c.at)), el("td", {}, c.admin),
       el("td", {}, `${c.action} ${c.target} ${c.detail}`.trim()))))));

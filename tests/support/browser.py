@@ -44,7 +44,19 @@ def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
 
 
 # The screenshots the README shows (make screenshots copies them into docs/).
-README_SHOTS = ("english", "chinese", "history", "versions", "shared", "presets", "file", "documents", "admin")
+README_SHOTS = (
+    "english",
+    "chinese",
+    "history",
+    "versions",
+    "shared",
+    "presets",
+    "file",
+    "documents",
+    "admin",
+    "chats",
+    "chats-dark",
+)
 
 
 def shoot(page: Page, name: str) -> None:

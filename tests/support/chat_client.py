@@ -48,6 +48,7 @@ class ChatClient:
     credentials: tuple[str, str] | None = None
     thread_id: str = ""  # a past chat to resume
     chat_profile: str = ""  # the preset picked for a new chat (Chainlit's chat profile)
+    modes: dict[str, str] = field(default_factory=dict)  # the composer's picks sent with each message (e.g. History)
     cookies: dict[str, str] = field(default_factory=dict)
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -197,6 +198,7 @@ class ChatClient:
             "output": text,
             "createdAt": datetime.now(UTC).isoformat(),
             "metadata": {},
+            **({"modes": dict(self.modes)} if self.modes else {}),
         }
         self.sent.append((len(self.events), message))
         await self.sio.emit("client_message", {"message": message, "fileReferences": [{"id": f} for f in files]})

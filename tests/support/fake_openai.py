@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -146,6 +147,15 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+@dataclass(frozen=True)
+class FakeModel:
+    """The fake server as a model server an app is started against (its answers are what the test scripts)."""
+
+    name: str
+    base_url: str
+    api_key: str = "fake-key"
 
 
 @contextmanager

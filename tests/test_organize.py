@@ -1,0 +1,157 @@
+"""Organizing chats in the history, on SQLite and PostgreSQL: projects, pinned and archived chats, temporary chats
+never written, and search inside messages (Chinese too) with a snippet, one result per chat, only one's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from chainlit.context import init_http_context
+from chainlit.types import Pagination, ThreadFilter
+from chainlit.user import User
+
+from app.history.accounts import remove_user
+from app.history.chat_search import parse
+from app.history.projects import Outcome, Projects
+from app.history.schema import message_terms, projects, threads
+from app.history.store import Actor, ChatStore
+from tests.support.stores import step
+
+
+async def chat(store: ChatStore, user_id: str, thread_id: str, name: str, *said: str) -> None:
+    """A chat of the user with these messages, question and answer in turn."""
+    await store.update_thread(thread_id, name=name, user_id=user_id)
+    for n, text in enumerate(said):
+        kind = "user_message" if n % 2 == 0 else "assistant_message"
+        await store.create_step(step(f"{thread_id}-{n}", thread_id, kind, text, n + 1))
+
+
+async def someone(store: ChatStore, name: str) -> str:
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    user = await store.create_user(User(identifier=name))
+    assert user is not None
+    return user.id
+
+
+async def listed(store: ChatStore, user_id: str, search: str | None = None) -> list[dict[str, Any]]:
+    """What Chainlit's sidebar (or its search dialog) gets."""
+    page = await store.list_threads(Pagination(first=20), ThreadFilter(userId=user_id, search=search))
+    return [dict(thread) for thread in page.data]
+
+
+async def test_a_chinese_word_inside_a_longer_word_is_found_with_a_snippet_one_result_per_chat(store):
+    ann = await someone(store, "ann")
+    await chat(store, ann, "c1", "水箱", "冬天怎么办？", "冬季气温低于零度时，应打开排水阀门，排空水箱里的水。")
+    await chat(
+        store, ann, "c2", "Pumps", "How do I clean the pump?", "Clean the pump with warm water.", "And the pump?"
+    )
+    await chat(store, ann, "c3", "other", "天气", "今天晴天。")
+    found = await listed(store, ann, "排水")  # inside 排水阀门: jieba keeps the longer word, the index its pairs too
+    assert [thread["id"] for thread in found] == ["c1"]
+    assert "排水阀门" in found[0]["name"] and found[0]["name"].startswith("水箱 — ")
+    pumps = await listed(store, ann, "pump")
+    assert [thread["id"] for thread in pumps] == ["c2"]  # three messages say it: one result
+    cleaning = await listed(store, ann, "clean")
+    assert cleaning[0]["name"].startswith("Pumps — ")
+    assert cleaning[0]["createdAt"].startswith("2026-01-01T00:00:0")  # dated when its best match was said
+    assert await listed(store, ann, "warm wat") and await listed(store, ann, "arm wa")  # the substring kept too
+    by_name = await listed(store, ann, "pumps")  # a chat looked up by its name keeps it as it is
+    assert [(thread["id"], thread["name"]) for thread in by_name] == [("c2", "Pumps")]
+
+
+async def test_nobody_finds_anothers_messages_nor_lists_their_chats(store):
+    ann, ben = await someone(store, "ann"), await someone(store, "ben")
+    await chat(store, ann, "a1", "secret", "my passphrase is zebra-42", "noted")
+    assert await listed(store, ben, "zebra") == [] and await listed(store, ben) == []
+    assert await store.search(ben, "passphrase", 10) == []
+
+
+async def test_archived_chats_leave_the_list_and_come_back_with_a_filter_pinned_and_projects_filter_too(store):
+    ann = await someone(store, "ann")
+    for n in range(4):
+        await chat(store, ann, f"c{n}", f"chat {n}", f"question about apples {n}", "an answer")
+    filing = Projects(store.writer)
+    outcome, garden = await filing.create("ann", "Garden work", "Answer as a gardener.")
+    assert outcome is Outcome.DONE
+    assert await filing.mark("ann", "c1", archived=True) is Outcome.DONE
+    assert await filing.mark("ann", "c2", pinned=True) is Outcome.DONE
+    assert await filing.file("ann", "c3", garden) is Outcome.DONE
+    assert [thread["id"] for thread in await listed(store, ann)] == ["c3", "c2", "c0"]  # c1 archived
+    assert [thread["id"] for thread in await listed(store, ann, "apples is:archived")] == ["c1"]
+    assert [thread["id"] for thread in await listed(store, ann, "is:pinned")] == ["c2"]
+    assert [thread["id"] for thread in await listed(store, ann, 'apples in:"Garden work"')] == ["c3"]
+    active = await filing.chats("ann", archived=False)
+    assert [c.id for c in active] == ["c2", "c3", "c0"] and active[0].pinned  # pinned first, then newest
+    assert await filing.mark("ann", "c1", archived=False) is Outcome.DONE  # restored in one call
+    assert "c1" in [thread["id"] for thread in await listed(store, ann)]
+
+
+async def test_a_project_is_its_owners_only_and_deleting_it_keeps_its_chats(store):
+    ann, _ = await someone(store, "ann"), await someone(store, "ben")
+    await chat(store, ann, "c1", "filed", "hello", "hi")
+    filing = Projects(store.writer)
+    _, garden = await filing.create("ann", "Garden", "")
+    assert (await filing.create("ann", "Garden", ""))[0] is Outcome.NAME_TAKEN
+    assert await filing.file("ann", "c1", garden) is Outcome.DONE
+    for attempt in (
+        filing.file("ben", "c1", None),  # not his chat
+        filing.change("ben", garden, "Mine now", ""),  # not his project
+        filing.delete("ben", garden),
+        filing.mark("ben", "c1", pinned=True),
+    ):
+        assert await attempt is Outcome.NOT_FOUND
+    assert await filing.of("ben", garden) is None and await filing.listed("ben") == []
+    assert (await filing.of_chat("ann", "c1")).name == "Garden"  # type: ignore[union-attr]
+    assert await filing.delete("ann", garden) is Outcome.DONE
+    assert await filing.of_chat("ann", "c1") is None and [c.id for c in await filing.chats("ann", archived=False)] == [
+        "c1"
+    ]
+
+
+async def test_a_chat_started_in_a_project_is_filed_in_it_at_its_first_message_only_in_its_users_own(tmp_path, store):
+    ann, ben = await someone(store, "ann"), await someone(store, "ben")
+    _, garden = await Projects(store.writer).create("ann", "Garden", "")
+    starting = ChatStore(
+        store.engine, open_registration=True, timeout_s=15, new_chat_project=lambda: garden, actor=lambda: None
+    )
+    await starting.update_thread("mine", name="started in Garden", user_id=ann)
+    await starting.update_thread("his", name="ben's, with ann's project id", user_id=ben)
+    await starting.update_thread("mine", name="renamed")  # a rename files nothing anew
+    with store.engine.connect() as connection:
+        filed = dict(connection.execute(sa.select(threads.c.id, threads.c.project_id)).all())
+    assert filed == {"mine": garden, "his": None}
+    await starting.writer.close()
+
+
+async def test_a_temporary_chats_writes_are_never_made(store, hooks):
+    ann = await someone(store, "ann")
+    temporary = ChatStore(
+        store.engine,
+        open_registration=True,
+        timeout_s=15,
+        actor=lambda: Actor("ann", "tmp"),
+        never_kept=lambda thread_id: thread_id == "tmp",
+    )
+    await chat(temporary, ann, "tmp", "a secret chat", "a secret question", "a secret answer")
+    await temporary.update_thread("tmp", metadata={"settings": {}})
+    with store.engine.connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(threads)).scalar() == 0
+        assert connection.execute(sa.select(sa.func.count()).select_from(message_terms)).scalar() == 0
+    await temporary.writer.close()
+
+
+async def test_removing_a_user_removes_their_projects_and_their_messages_words(store):
+    ann = await someone(store, "ann")
+    await chat(store, ann, "c1", "x", "hello there", "hi")
+    await Projects(store.writer).create("ann", "Garden", "")
+    assert remove_user(store.engine, "ann")
+    with store.engine.connect() as connection:
+        for table in (projects, message_terms):
+            assert connection.execute(sa.select(sa.func.count()).select_from(table)).scalar() == 0
+
+
+def test_a_search_is_split_into_its_filters_and_words():
+    assert parse('pump in:"Garden work" is:pinned water') == parse("pump water in:'Garden work' is:pinned")
+    query = parse("is:archived 水箱 in:Home")
+    assert (query.text, query.project, query.pinned, query.archived) == ("水箱", "Home", False, True)
+    assert parse('unclosed "quote').text == 'unclosed "quote'
