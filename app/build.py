@@ -91,6 +91,8 @@ def build(settings: Settings) -> App:
     """Register the app's data layer, login, routes and middleware with Chainlit (once, before it serves)."""
     seam.own_files_directory()
     seam.no_blocking_sleeps()
+    seam.emits_sent_by_the_emitter()
+    seam.c_tasks_and_futures()
     backend, answering = Backend(settings), Answering()
     history = keep_history(settings, lambda: text(tab_language(settings.language), "history_unavailable"), answering)
     store = history.store

@@ -38,6 +38,19 @@ def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
     assert (tmp_path / "bench-app.png").stat().st_size > 10_000
 
 
+@pytest.mark.app
+def test_capacity_benchmark_prints_the_direct_path_and_the_app_per_number_of_tabs(tmp_path):
+    args = ("--tabs", "2,4", "--rate", "64", "--intervals", "1,4", "--tokens", "32", "--seconds", "2")
+    result = bench("tools.bench_capacity", *args, "--out", str(tmp_path))
+    print(result.stdout)  # the table, in the test's output
+    rows = [row.split("|")[1:-1] for row in result.stdout.splitlines() if row.startswith(("| 1 |", "| 4 |"))]
+    assert [tuple(cell.strip() for cell in cells[:3]) for cells in rows] == [
+        (interval, tabs, path) for interval in "14" for tabs in "24" for path in ("direct", "app")
+    ]
+    assert all(cells[-1].strip().startswith("0 of ") and cells[-1].strip() != "0 of 0" for cells in rows), rows
+    assert (tmp_path / "bench-capacity.md").read_text().startswith("| tokens per event | tabs | path |")
+
+
 @pytest.mark.vllm
 @pytest.mark.app
 def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):

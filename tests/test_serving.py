@@ -41,7 +41,9 @@ def test_plans_per_machine(name):
         kv = int(argv[argv.index("--kv-cache-memory-bytes") + 1])
         assert kv == int(64 * 8192 * 18 * 1024 * 1.1)
         assert "--gpu-memory-utilization" not in argv
+        assert argv[argv.index("--stream-interval") + 1] == "4"
     else:
+        assert "--stream-interval" not in argv  # a token an event: a CPU's 20-35 tokens/s are the page's pace
         dtype = argv[argv.index("--dtype") + 1]
         assert dtype == ("bfloat16" if machine.has_bf16 else "float32")
         per_token = 18 * 1024 * (1 if dtype == "bfloat16" else 2)  # the cache holds the model's dtype

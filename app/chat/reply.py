@@ -228,7 +228,7 @@ class Reply:
             said.append(text)
             await listener.words(text)
 
-        ending, failure, tokens, prompt_tokens, cached = Ending.COMPLETE, None, None, None, None
+        ending, failure, opened = Ending.COMPLETE, None, None
         batcher = Coalescer(show, self.stream_interval_s)
         started = first_token_at = time.perf_counter()
         got_token, told_streaming = False, False
@@ -237,6 +237,8 @@ class Reply:
                 self.backend.stream_chat(plan.messages, sampling, self.chat_key) as stream,
                 aclosing(stream.__aiter__()) as deltas,
             ):
+                opened = stream
+                # Per piece of text read: nothing here may cost per token (the stream counts them as it parses).
                 async for delta in deltas:
                     if not got_token:
                         got_token, first_token_at = True, time.perf_counter()
@@ -244,13 +246,15 @@ class Reply:
                     if not told_streaming and batcher.sends == STREAMING_FROM_UPDATE:
                         told_streaming = True
                         await listener.streaming()
-                    tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
-                tokens, prompt_tokens, cached = stream.completion_tokens, stream.prompt_tokens, stream.cached_tokens
         except asyncio.CancelledError:
             ending = Ending.STOPPED
         except ChatError as error:
             ending, failure = Ending.FAILED, error
         await batcher.flush()
+        # The counts of what was read, the cache's only of an answer that ended well.
+        tokens = opened.completion_tokens if opened else None
+        prompt_tokens = opened.prompt_tokens if opened else None
+        cached = opened.cached_tokens if opened and ending is Ending.COMPLETE else None
         stats = AnswerStats(
             ttft_s=first_token_at - started if got_token else None,
             tokens=tokens,

@@ -171,12 +171,3 @@ def fake_openai_server() -> Iterator[tuple[str, FakeState]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-if __name__ == "__main__":
-    # `python fake_openai.py PORT TOKENS_PER_SECOND`: a paced fake vLLM for benchmarks.
-    import sys
-
-    fake = FakeState()
-    fake.mode, fake.window, fake.tokens_per_second = "paced", 131072, float(sys.argv[2])
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), make_handler(fake)).serve_forever()
