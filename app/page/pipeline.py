@@ -86,7 +86,8 @@ class Pipeline:
             return
         with self.turn(chat):
             try:  # in the turn: a message sent meanwhile is refused as one sent while answering
-                files = await in_worker(read_all, uploads, self.uploads)
+                # Only files go to the readers' processes: a question alone pays no round trip (nor their start).
+                files = await in_worker(read_all, uploads, self.uploads) if uploads else []
                 files = await self.kept_as_documents(chat, files, question.content)
             except ChatError as unreadable:
                 await place(question, None, received)
