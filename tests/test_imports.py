@@ -8,6 +8,7 @@ import io
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -162,7 +163,7 @@ def test_open_webui_chats_with_branches_files_and_reasoning_left_out(tmp_path):
 
 
 def test_this_apps_own_export_is_read_with_files_stats_sources_and_errors(tmp_path):
-    document = {
+    document: dict[str, Any] = {
         "id": "chat-1",
         "name": "Pumps",
         "project": "Garden",

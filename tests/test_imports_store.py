@@ -73,11 +73,12 @@ async def exported(store: ChatStore, thread_id: str) -> dict[str, Any]:
     thread = await store.get_whole_thread(thread_id)
     assert thread is not None
     project_id = await store.writer.read(
-        "", lambda c: c.execute(threads.select().where(threads.c.id == thread_id)).first().project_id
+        "", lambda c: c.execute(sa.select(threads.c.project_id).where(threads.c.id == thread_id)).scalar()
     )
     names = {p.id: p.name for p in await Projects(store.writer).listed("me")}
     preferences = preferences_of(thread["metadata"], DEFAULTS, SETTINGS.max_tokens_limit)
-    return json.loads(export_json(thread, preferences, names.get(project_id)))
+    document: dict[str, Any] = json.loads(export_json(thread, preferences, names.get(project_id or "")))
+    return document
 
 
 def without_ids(document: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +127,8 @@ async def test_chatgpts_branches_become_versions_of_a_chat_shown_where_chatgpt_l
     tree = branches_of(thread["steps"], shown_of(thread["metadata"]))
     by_text = {step["output"]: step_id for step_id, step in tree.steps.items()}
     first = by_text["Water them every morning (first version)."]
-    assert tree.versions(first) == [first, by_text["Water them when the top soil is dry (second version)."]]
+    second = "Water them when the top soil is dry (second version)."
+    assert tree.versions(first) == [first, by_text[second]]
     shown = [tree.steps[i]["output"] for i in tree.path()]
     assert shown == [
         "How often should I water tomatoes on a balcony?",
@@ -137,10 +139,14 @@ async def test_chatgpts_branches_become_versions_of_a_chat_shown_where_chatgpt_l
     on_page = on_screen(thread["steps"], shown_of(thread["metadata"]))
     assert [step["output"] for step in on_page] == shown
     assert all(step["metadata"]["turn"]["model"] == "gpt-5" for step in on_page if step["type"] == "assistant_message")
+    user = await store.get_user("me")
+    (found,) = await store.search(user.id, "soil", 10)  # a word only the version not shown says
+    assert found.chat.id == thread_id and found.step_id == by_text[second]
 
 
 REFUSE_SQLITE = (
-    "CREATE TRIGGER refuse BEFORE INSERT ON steps WHEN NEW.output = 'refused' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+    "CREATE TRIGGER refuse BEFORE INSERT ON steps WHEN NEW.output = 'refused' "
+    "BEGIN SELECT RAISE(ABORT, 'refused'); END",
 )
 REFUSE_POSTGRES = (
     "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN IF NEW.output = 'refused' THEN RAISE EXCEPTION 'refused'; "
