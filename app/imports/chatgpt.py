@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from app.imports.model import ASSISTANT, USER, ImportedChat, ImportedFile, ImportedMessage, iso_time, time_of
+from app.imports.model import ASSISTANT, USER, ImportedChat, ImportedFile, ImportedMessage, iso_time, said, time_of
 from app.imports.tree import Node, build
 
 # Content ChatGPT keeps beside a conversation without showing it: custom instructions, memory, reasoning.
@@ -70,20 +70,8 @@ def message_of(message: Any, key: str, missing: list[str]) -> ImportedMessage | 
     text, images = text_of(content)
     files = files_of(metadata.get("attachments"), images)
     missing.extend(file.name for file in files)
-    if not text and not files:
-        return None
-    if role == ASSISTANT and files:  # an answer's images: this app keeps no file with an answer, so it says so
-        text = "\n\n".join(part for part in (text, *(f"[{file.name}]" for file in files)) if part)
-        files = ()
-    return ImportedMessage(
-        key=key,
-        parent=None,
-        role=role,
-        content=text,
-        created_at=iso_time(message.get("create_time")) or "",
-        model=str(metadata.get("model_slug") or "") if role == ASSISTANT else "",
-        files=files,
-    )
+    created_at = iso_time(message.get("create_time")) or ""
+    return said(key, role, text, files=files, created_at=created_at, model=str(metadata.get("model_slug") or ""))
 
 
 def text_of(content: Mapping[str, Any]) -> tuple[str, list[str]]:

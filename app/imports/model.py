@@ -65,6 +65,20 @@ class ImportedChat:
         return len(parents) - len(set(parents))
 
 
+def said(
+    key: str, role: str, text: str, *, files: tuple[ImportedFile, ...], created_at: str, model: str
+) -> ImportedMessage | None:
+    """A question or an answer of another app (None: nothing to show); an answer's files named in its text, as this
+    app keeps no file with an answer."""
+    if not text and not files:
+        return None
+    if role == ASSISTANT and files:
+        text = "\n\n".join(part for part in (text, *(f"[{file.name}]" for file in files)) if part)
+        files = ()
+    model = model if role == ASSISTANT else ""
+    return ImportedMessage(key, None, role, text, created_at, model=model, files=files)
+
+
 def time_of(seconds: float) -> str:
     """A time given in seconds since the epoch, as Chainlit writes times."""
     return datetime.fromtimestamp(seconds, UTC).strftime(TIME_FORMAT)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from app.imports.model import ASSISTANT, USER, ImportedChat, ImportedFile, ImportedMessage, iso_time, time_of
+from app.imports.model import ASSISTANT, USER, ImportedChat, ImportedFile, ImportedMessage, iso_time, said, time_of
 from app.imports.tree import Node, build
 
 # What Open WebUI writes into an answer beside its text: its reasoning, tool calls, code run.
@@ -59,20 +59,8 @@ def message_of(key: str, message: Mapping[str, Any], missing: list[str]) -> Impo
     text = DETAILS.sub("", content).strip() if isinstance(content, str) else ""
     files = tuple(file_of(file) for file in message.get("files") or [] if isinstance(file, dict))
     missing.extend(file.name for file in files)
-    if not text and not files:
-        return None
-    if role == ASSISTANT and files:  # this app keeps no file with an answer: it names them
-        text = "\n\n".join(part for part in (text, *(f"[{file.name}]" for file in files)) if part)
-        files = ()
-    return ImportedMessage(
-        key=key,
-        parent=None,
-        role=role,
-        content=text,
-        created_at=iso_time(message.get("timestamp")) or "",
-        model=str(message.get("model") or "") if role == ASSISTANT else "",
-        files=files,
-    )
+    created_at = iso_time(message.get("timestamp")) or ""
+    return said(key, role, text, files=files, created_at=created_at, model=str(message.get("model") or ""))
 
 
 def file_of(file: Mapping[str, Any]) -> ImportedFile:
