@@ -26,9 +26,10 @@ EN = TEXT["en"]
 
 @pytest.fixture(scope="module")
 def app() -> Iterator[ChatApp]:
-    """An app with password login for ann (no answer is asked for: its model is the fake server)."""
+    """An app with password login for ann, exports up to 1 MB (no answer is asked for: its model is the fake
+    server)."""
     with fake_openai_server() as (url, _):
-        app = ChatApp(FakeModel("scripted", url))
+        app = ChatApp(FakeModel("scripted", url), extra_env={"IMPORT_MAX_MB": "1"})
         assert run_users(app, "add", "ann", password="ann-password").returncode == 0
         with running(app):
             yield app
@@ -90,3 +91,23 @@ def test_a_file_that_is_no_export_is_refused_with_a_sentence_and_nothing_importe
     expect(page.locator("#status")).to_have_text(sentence)
     expect(page.locator("#import-summary")).to_be_empty()
     expect(page.locator("#chats li")).to_have_count(chats)
+
+    big = tmp_path / "conversations.json"
+    big.write_text(json.dumps([branched_chatgpt("Too big").document()] * 400))  # 1.1 MB, over IMPORT_MAX_MB
+    imported(page, str(big))
+    expect(page.locator("#status")).to_have_text(say(EN["import_too_big"], name="conversations.json", limit=1))
+    expect(page.locator("#chats li")).to_have_count(chats)
+
+
+def test_the_import_route_takes_only_the_pages_own_upload_and_within_its_limit(browser: Browser, app, tmp_path):
+    request = logged_in(browser, app.url, "ann").context.request
+    export = chatgpt_zip([branched_chatgpt("From elsewhere").document()])
+    url = f"{app.url}/chats/api/import?name=export.zip"
+    own, file = {"Origin": app.url}, {"Content-Type": "application/octet-stream"}
+    assert request.post(url, data=export, headers=file | {"Origin": "https://evil.example"}).status == 403
+    assert request.post(url, data=export, headers=own | {"Content-Type": "text/plain"}).status == 403
+    # Over IMPORT_MAX_MB, under MAX_REQUEST_MB (2): the import route's own cap refuses it before it is read.
+    assert request.post(url, data=bytes(1_500_000), headers=own | file).status == 413
+    assert "From elsewhere" not in request.get(f"{app.url}/chats/api/state").text()
+    assert '"chats": 1' in request.post(url, data=export, headers=own | file).text()  # the summary, last
+    assert "From elsewhere" in request.get(f"{app.url}/chats/api/state").text()
