@@ -240,6 +240,12 @@ class Backend:
         """Tokens of the chat prompt as vLLM renders it (chat template included)."""
         return int((await self._tokenize(messages))["count"])
 
+    async def count_text_tokens(self, text: str) -> int:
+        """Tokens of a piece of text alone (no template, no special tokens), as the served model's tokenizer cuts it."""
+        if (await self.model()).engine == VLLM:
+            return int((await self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))["count"])
+        return len((await self._post("/tokenize", {"content": text, "add_special": False}))["tokens"])
+
     async def prompt_bound(self, messages: list[Message]) -> int | None:
         """An upper bound on the prompt's tokens, without a request once the model's template is known."""
         if not self._template_learned:  # no lock per message once it is known

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
@@ -15,7 +16,7 @@ from app.chat.attachments import Attachment, as_seen, attachments_of, compose, o
 from app.chat.backend import Backend, ModelInfo, Sampling
 from app.chat.branches import NOT_SENT, Branches, conversation_before, kept_from
 from app.chat.coalesce import Coalescer
-from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Plan, plan_request
+from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Message, Plan, plan_messages, plan_request
 from app.chat.passages import CANDIDATES, Finder, Passage, asked_before, fitting, with_passages
 from app.chat.preferences import Preferences
 from app.chat.stats import AnswerStats
@@ -48,6 +49,8 @@ class Replied:
     failure: ChatError | None = None
     prompt_tokens: int | None = None
     tokens: int | None = None
+    # Why the server ended it ("stop", "length"; None: it did not say, or the reply was stopped or failed).
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,17 +78,29 @@ class Reply:
     document_share: float = DEFAULT_DOCUMENT_SHARE
     # The chat's id, sent with its requests: a router keeps the chat on the server that holds its prefix.
     chat_key: str = ""
+    # The sampling seed a client asked for (None: the server's own randomness).
+    seed: int | None = None
 
     async def plan(self, branches: Branches, question_id: str) -> Planned:
         """The model, and the request for the branch up to the question; ChatError when none can be sent."""
-        try:
+        with counted_if_refused():
             branches = await self._read_in(branches, question_id)
             model = await self.backend.model()
             passages = await self._passages(branches, question_id, model)
             return Planned(model, await self._fit(branches, question_id, model, passages), passages)
-        except ChatError as error:
-            metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
-            raise
+
+    async def plan_given(self, messages: list[Message]) -> Planned:
+        """The model, and the request for messages a client gave (an API call), fitted to the window as they are."""
+        with counted_if_refused():
+            model, backend = await self.backend.model(), self.backend
+            plan = await plan_messages(
+                messages,
+                max_tokens=self.preferences.max_tokens,
+                window=model.max_model_len,
+                count=backend.count_prompt_tokens,
+                bound=backend.prompt_bound,
+            )
+            return Planned(model, plan, [])
 
     async def _read_in(self, branches: Branches, question_id: str) -> Branches:
         """The branch with the text of each document read whole fetched into its question (a copy)."""
@@ -165,6 +180,7 @@ class Reply:
             top_p=prefs.top_p,
             max_tokens=plan.max_tokens,
             repetition_penalty=prefs.repetition_penalty,
+            seed=self.seed,
         )
         said: list[str] = []
 
@@ -172,7 +188,7 @@ class Reply:
             said.append(text)
             await listener.words(text)
 
-        ending, failure, tokens, prompt_tokens, cached = Ending.COMPLETE, None, None, None, None
+        ending, failure, tokens, prompt_tokens, cached, finish = Ending.COMPLETE, None, None, None, None, None
         batcher = Coalescer(show, self.stream_interval_s)
         started = first_token_at = time.perf_counter()
         got_token, told_streaming = False, False
@@ -190,6 +206,7 @@ class Reply:
                         await listener.streaming()
                     tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
                 tokens, prompt_tokens, cached = stream.completion_tokens, stream.prompt_tokens, stream.cached_tokens
+                finish = stream.finish_reason
         except asyncio.CancelledError:
             ending = Ending.STOPPED
         except ChatError as error:
@@ -206,7 +223,17 @@ class Reply:
             cached_tokens=cached,
         )
         measure(stats, ending)
-        return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens)
+        return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens, finish)
+
+
+@contextlib.contextmanager
+def counted_if_refused() -> Iterator[None]:
+    """A plan's refusal counted among the answers: not sent (the budget's), or failed."""
+    try:
+        yield
+    except ChatError as error:
+        metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
+        raise
 
 
 def measure(stats: AnswerStats, ending: Ending) -> None:
