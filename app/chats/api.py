@@ -10,14 +10,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException
 from pydantic import BaseModel, Field
-from starlette.requests import Request
 
-from app import metrics
 from app.documents.library import Library
 from app.history.projects import INSTRUCTIONS_MAX_CHARS, Outcome, Projects
 from app.history.store import ChatStore
 from app.page import seam
-from app.web.app_pages import endpoint, from_own_page
+from app.web.app_pages import endpoint, page_user
 
 log = logging.getLogger(__name__)
 PREFIX = "/chats/api"
@@ -126,20 +124,9 @@ class Chats:
         return done(await self.projects.mark(me, flag.id, archived=flag.on), "chat")
 
 
-def caller(request: Request, user: seam.LoggedInUser) -> str:
-    """The logged-in user asking, from the chat's own pages (401 without a login, 403 from another site)."""
-    if user is None:
-        raise HTTPException(401, "Log in first")
-    if not from_own_page(request.method, request.headers):
-        log.warning("Chats page: refused %s's %s from another site's page", user.identifier, request.method)
-        metrics.REFUSALS.labels("origin").inc()
-        raise HTTPException(403, "Requests from another site are refused")
-    return str(user.identifier)
-
-
 def install(chats: Chats) -> None:
     """Serve the routes: each checks its caller first, then touches only the caller's own rows."""
-    me = Annotated[str, Depends(caller)]
+    me = Annotated[str, Depends(page_user)]
     seam.add_route(f"{PREFIX}/state", endpoint(chats.state, me))
     seam.add_route(f"{PREFIX}/search", endpoint(chats.search, me))
     changes: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.middleware import Middleware
 
 from app.config import Settings
 from app.web import uploads
 from app.web.headers import SecurityHeaders
 from app.web.limits import BodyLimit, Cap
+from app.web.openai_errors import CHAT_COMPLETIONS, error_body
 
 
 def body_limit(settings: Settings) -> Middleware:
     """Request bodies capped before anything reads them; an upload at its own limit."""
     general = Cap(int(settings.max_request_mb * 1_000_000), settings.max_request_mb, "MAX_REQUEST_MB")
     upload = Cap(uploads.body_limit(settings), settings.upload_max_mb, "UPLOAD_MAX_MB", "File")
-    return Middleware(BodyLimit, cap=general, routes={uploads.ROUTE: upload})
+    api = Cap(general.max_bytes, general.megabytes, general.setting, shape=openai_too_large)
+    return Middleware(BodyLimit, cap=general, routes={uploads.ROUTE: upload, CHAT_COMPLETIONS: api})
+
+
+def openai_too_large(sentence: str) -> dict[str, Any]:
+    """A body too big for /v1/chat/completions, refused in OpenAI's shape."""
+    return error_body(sentence, code="request_too_large")
 
 
 def security_headers(settings: Settings) -> Middleware:
