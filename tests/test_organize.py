@@ -51,8 +51,12 @@ async def test_a_chinese_word_inside_a_longer_word_is_found_with_a_snippet_one_r
     assert "排水阀门" in found[0]["name"] and found[0]["name"].startswith("水箱 — ")
     pumps = await listed(store, ann, "pump")
     assert [thread["id"] for thread in pumps] == ["c2"]  # three messages say it: one result
-    assert pumps[0]["createdAt"].startswith("2026-01-01T00:00:0")  # dated when its best match was said, not the chat
+    cleaning = await listed(store, ann, "clean")
+    assert cleaning[0]["name"].startswith("Pumps — ")
+    assert cleaning[0]["createdAt"].startswith("2026-01-01T00:00:0")  # dated when its best match was said
     assert await listed(store, ann, "warm wat") and await listed(store, ann, "arm wa")  # the substring kept too
+    by_name = await listed(store, ann, "pumps")  # a chat looked up by its name keeps it as it is
+    assert [(thread["id"], thread["name"]) for thread in by_name] == [("c2", "Pumps")]
 
 
 async def test_nobody_finds_anothers_messages_nor_lists_their_chats(store):

@@ -578,13 +578,15 @@ class ChatStore(BaseDataLayer):
         return await self.writer.read("search your chats", lambda c: chat_search.find(c, user_id, query, limit))
 
     async def _searched(self, user_id: str, asked: str, limit: int) -> PaginatedResponse[ThreadDict]:
-        """A search as Chainlit's search dialog shows it: each chat named with its snippet, dated when it was said."""
+        """A search as Chainlit's dialog shows it: each chat named with its snippet, unless its name holds the words."""
         found = await self.search(user_id, asked, limit)
+        words = chat_search.parse(asked).text.casefold()
         page: list[ThreadDict] = []
         for item in found:
             chat = thread_dict(item.chat._mapping, [], [])
-            chat["name"] = " — ".join(part for part in (item.chat.name, item.snippet) if part)
-            chat["createdAt"] = item.said_at
+            if item.snippet and words not in (item.chat.name or "").casefold():
+                chat["name"] = " — ".join(part for part in (item.chat.name, item.snippet) if part)
+                chat["createdAt"] = item.said_at
             page.append(chat)
         return PaginatedResponse(data=page, pageInfo=PageInfo(hasNextPage=False, startCursor=None, endCursor=None))
 

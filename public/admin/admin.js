@@ -1,26 +1,12 @@
 // The admin page: reads everything from /admin/api/state, sends each change as JSON, then reads again.
 "use strict";
 
-const { el, status, call, field, form } = window.appPage;
+const { el, say, status, field, form, section, changer, when } = window.appPage;
 const T = window.appPage.strings;
-const say = window.appPage.say;
 const API = "/admin/api";
 let state = null;
 
-function section(id) {
-  const content = document.querySelector(`#${id} .content`);
-  content.replaceChildren();
-  return content;
-}
-
-async function change(path, body, what) {
-  if ((await call(`${API}/${path}`, body)) === null) return false;
-  status(say("done", { what }));
-  await load();
-  return true;
-}
-
-const when = window.appPage.when;
+const change = changer(API, () => load());
 
 function userPicker(id) {
   return field(id, T.user, { tag: "select", required: true });
@@ -56,7 +42,7 @@ function signOns(u, index) {
     const what = say("action_of", { action: T.may_link, name: u.name });
     parts.push(el("div", { class: "field check" }, el("input", { type: "checkbox", id, checked: u.sign_on_may_link,
       onchange: (event) => change("users/sign-on-may-link", { name: u.name, allowed: event.target.checked }, what) }),
-    el("label", { for: id }, T.may_link)));
+    el("label", { for: id, title: T.may_link_hint }, T.may_link)));
   }
   return parts;
 }

@@ -2,23 +2,12 @@
 // each change as JSON, then reads again.
 "use strict";
 
-const { el, say, status, call, field, form, when } = window.appPage;
+const { el, say, status, call, field, form, section, changer, when } = window.appPage;
 const T = window.appPage.strings;
 const API = "/chats/api";
 let state = null;
 
-function section(id) {
-  const content = document.querySelector(`#${id} .content`);
-  content.replaceChildren();
-  return content;
-}
-
-async function change(path, body, what) {
-  if ((await call(`${API}/${path}`, body)) === null) return false;
-  status(say("done", { what }));
-  await load();
-  return true;
-}
+const change = changer(API, () => load());
 
 const named = (chat) => chat.name || T.untitled;
 const projectName = (id) => state.projects.find((p) => p.id === id)?.name;

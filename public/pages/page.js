@@ -58,7 +58,24 @@ window.appPage = (() => {
     return node;
   }
 
+  // A section's content, emptied for its new rendering.
+  function section(id) {
+    const content = document.querySelector(`#${id} .content`);
+    content.replaceChildren();
+    return content;
+  }
+
+  // Sends one change to the page's API, says it was done, then reads the page's state again.
+  function changer(api, reload) {
+    return async (path, body, what) => {
+      if ((await call(`${api}/${path}`, body)) === null) return false;
+      status(say("done", { what }));
+      await reload();
+      return true;
+    };
+  }
+
   const when = (at) => (at ? new Date(typeof at === "number" ? at * 1000 : at).toLocaleString(document.documentElement.lang) : say("never"));
 
-  return { strings, say, el, status, call, field, form, when };
+  return { strings, say, el, status, call, field, form, section, changer, when };
 })();
