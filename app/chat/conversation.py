@@ -17,6 +17,18 @@ TokenBound = Callable[[list[Message]], Awaitable[int | None]]
 MIN_REPLY_TOKENS = 16
 
 
+async def most_that_fit(fits: Callable[[int], Awaitable[bool]], most: int) -> int:
+    """The largest n in [0, most] for which `fits(n)` holds, when taking more never helps (0 is taken to fit)."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if await fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 class Ending(StrEnum):
     """How an assistant answer ended."""
 

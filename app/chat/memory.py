@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 
+from app.chat.conversation import most_that_fit
 from app.chat.token_bound import content_bound
 
 # The longest fact one keeps: a short line about oneself, not a document.
@@ -53,15 +54,6 @@ async def recalled(heading: str, facts: Sequence[str], cap: int, count: TextCoun
         text = rendered(heading, facts[:n])
         return content_bound(text) <= cap or await count(text) <= cap
 
-    if cap <= 0 or not facts:
+    if cap <= 0:
         return ""
-    if await fits(len(facts)):
-        return rendered(heading, facts)
-    low, high = 0, len(facts) - 1  # the most facts that fit lie in [low, high]; 0 always does
-    while low < high:
-        middle = (low + high + 1) // 2
-        if await fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return rendered(heading, facts[:low])
+    return rendered(heading, facts[: await most_that_fit(fits, len(facts))])

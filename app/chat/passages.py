@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from app.chat.attachments import UNSAFE_IN_NAME, fenced
 from app.chat.branches import Branches, is_question
-from app.chat.conversation import Conversation, TokenCounter
+from app.chat.conversation import Conversation, TokenCounter, most_that_fit
 
 # Answer metadata key of the passages the model was given: which document, page and passage, not their text.
 SOURCES_KEY = "sources"
@@ -96,14 +96,9 @@ async def fitting(
         chosen = sorted(candidates[:n], key=lambda passage: passage.id)
         return await count(Conversation().messages(system_prompt, with_passages(chosen, question))) <= room
 
-    low, high = 0, len(candidates)  # fits(low) is taken as true: the question alone is the budget's business
-    while low < high:
-        middle = (low + high + 1) // 2
-        if await fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return sorted(candidates[:low], key=lambda passage: passage.id)
+    # fits(0) is taken as true: the question alone is the budget's business.
+    taken = await most_that_fit(fits, len(candidates))
+    return sorted(candidates[:taken], key=lambda passage: passage.id)
 
 
 def asked_before(tree: Branches, question_id: str) -> str:

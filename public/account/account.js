@@ -2,26 +2,14 @@
 // reads again. A new key is shown once, from the answer that made it; the server keeps only its hash.
 "use strict";
 
-const { el, say, status, call, field, form, when } = window.appPage;
+const { el, say, status, call, field, form, section, changer, when } = window.appPage;
 const T = window.appPage.strings;
 const API = "/account/api";
 const BASE = `${location.origin}/v1`;
 let state = null;
 let made = null; // the key just made: shown until the page is left
 
-function section(id) {
-  const content = document.querySelector(`#${id} .content`);
-  content.replaceChildren();
-  return content;
-}
-
-async function change(path, body, what) {
-  const answer = await call(`${API}/${path}`, body);
-  if (answer === null) return false;
-  status(say("done", { what }));
-  await load();
-  return answer;
-}
+const change = changer(API, () => load());
 
 function factRow(fact, index) {
   const number = index + 1;
