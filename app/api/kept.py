@@ -52,9 +52,12 @@ class Keeper:
             owner = await self.store.get_user(user)
             await self.store.update_thread(chat.id, name=question[:255], user_id=owner.id if owner else None)
         asked = new_step(chat.id, "user_message", user, question, {})
-        await self.store.create_step(asked)
+        # ChatStore's own write: the page's data layer holds a tab's writes until its first message, and a call has
+        # no tab (nor Chainlit context); with none, the store writes as a route that checked the owner.
+        await ChatStore.create_step(self.store, asked)
         if replied.text or replied.failure is None:
             record = Answer(str(asked["id"]), replied.ending.value, model, dataclasses.asdict(replied.stats))
-            await self.store.create_step(
-                new_step(chat.id, "assistant_message", seam.assistant_name(), replied.text, record.as_metadata())
+            await ChatStore.create_step(
+                self.store,
+                new_step(chat.id, "assistant_message", seam.assistant_name(), replied.text, record.as_metadata()),
             )
