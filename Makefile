@@ -213,6 +213,10 @@ pytest: ## Run pytest with PYTEST_ARGS, without the installs and lint (after mak
 bench: test-deps ## Benchmark the app against direct vLLM streaming at 1-64 sessions (BENCH_ARGS=--backend full|fake ...)
 	SERVER_VENV=$(SERVER_VENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_app $(BENCH_ARGS)
 
+.PHONY: bench-capacity
+bench-capacity: install-app ## One app process against a stand-in for vLLM on a GPU: tok/s to 8/64/256 tabs beside direct, first token added, CPU, memory (BENCH_ARGS=--intervals 1,4 ...)
+	$(APP_PY) -m tools.bench_capacity $(BENCH_ARGS)
+
 .PHONY: bench-long-chat
 bench-long-chat: test-deps ## One long chat through the app past the window: prompt cache and first token per turn, per budget (BENCH_ARGS=--model full ...)
 	$(SERVE_ENV) TINY_MODEL=$(TINY_MODEL) $(APP_PY) -m tools.bench_long_chat $(BENCH_ARGS)

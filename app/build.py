@@ -101,6 +101,8 @@ def build(settings: Settings) -> App:
     """Register the app's data layer, login, routes and middleware with Chainlit (once, before it serves)."""
     seam.own_files_directory()
     seam.no_blocking_sleeps()
+    seam.emits_sent_by_the_emitter()
+    seam.c_tasks_and_futures()
     backend, answering = Backend(settings), Answering()
     history = keep_history(settings, lambda: text(tab_language(settings.language), "history_unavailable"), answering)
     store = history.store
@@ -148,7 +150,7 @@ def build(settings: Settings) -> App:
     )
     interval_s = settings.stream_interval_ms / 1000
     limits = uploads.limits(settings)
-    library = documents_of(settings, store)
+    library = documents_of(settings, store, backend)
     memories = Memories(store.writer) if store is not None else None
     keys = ApiKeys(store.writer, settings.api_keys_per_user) if store is not None else None
     pipeline = Pipeline(
@@ -161,6 +163,7 @@ def build(settings: Settings) -> App:
         settings.context_low_water,
         library,
         settings.document_share,
+        settings.document_tokens,
         settings.answer_checkpoint_seconds,
         memories,
         settings.memory_max_tokens,
@@ -192,8 +195,9 @@ def build(settings: Settings) -> App:
     )
 
 
-def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:
-    """The users' documents, kept in the history's database (None without one)."""
+def documents_of(settings: Settings, store: ChatStore | None, backend: Backend) -> Library | None:
+    """The users' documents, kept in the history's database (None without one), their passages counted by the
+    model server's tokenizer."""
     if store is None:
         return None
     embedder = None
@@ -201,4 +205,5 @@ def documents_of(settings: Settings, store: ChatStore | None) -> Library | None:
         key = settings.embeddings_api_key.get_secret_value()
         embedder = Embedder(settings.embeddings_url.strip(), settings.embeddings_model, key, settings.request_timeout)
     most_bytes, per_chat = settings.library_max_mb * 1_000_000, settings.documents_per_chat
-    return Library(store.writer, most_bytes=most_bytes, per_chat=per_chat, embedder=embedder)
+    count = backend.count_text_tokens
+    return Library(store.writer, most_bytes=most_bytes, per_chat=per_chat, embedder=embedder, count=count)

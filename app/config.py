@@ -100,6 +100,14 @@ DEFAULT_LOW_WATER = 0.5
 # A question about a chat's documents gets at most this share of the prompt's room for their passages; the chat's
 # earlier turns keep the rest, so a follow-up still sees what was said before it.
 DEFAULT_DOCUMENT_SHARE = 0.6
+# A question's passages take at most this many tokens: on a CPU every prompt token costs prefill time before the
+# first word. Chosen from the curve of the answer's passage sent against the first token's time (docs/documents.md,
+# "How many passages"); `make run` hands the app the serving plan's budget (0 on a GPU: DOCUMENT_SHARE alone).
+DEFAULT_DOCUMENT_TOKENS = 2000
+# The most pages and characters of text one file may bring: a thousand-page manual is read, a whole library in one
+# file is refused before it takes a worker for many minutes.
+DEFAULT_UPLOAD_MAX_PAGES = 2000
+DEFAULT_UPLOAD_MAX_CHARACTERS = 5_000_000
 # While an answer streams, its text so far is written to the history this often: an app killed mid-answer (SIGKILL,
 # the machine down) keeps what the page showed until at most this long before (`make bench BENCH_ARGS="--history
 # checkpoints"` compares the history with and without them).
@@ -195,11 +203,21 @@ class Settings(EnvSettings):
         20, ge=1, description="largest attached file or document (MB); a larger upload gets 413 unread"
     )
     upload_max_files: int = Field(5, ge=1, description="files attached to one message")
+    upload_max_pages: int = Field(DEFAULT_UPLOAD_MAX_PAGES, ge=1, description="pages of one attached PDF")
+    upload_max_characters: int = Field(
+        DEFAULT_UPLOAD_MAX_CHARACTERS, ge=1, description="characters of text one attached file may bring"
+    )
     upload_types: str = Field(UPLOAD_TYPES, description="file name endings that may be attached, comma-separated")
     library_max_mb: int = Field(200, ge=1, description="documents one user may keep, in MB of the files uploaded")
     documents_per_chat: int = Field(10, ge=1, description="documents one chat's questions may search")
     document_share: float = Field(
         DEFAULT_DOCUMENT_SHARE, gt=0, lt=1, description="share of the prompt's room a question's passages may fill"
+    )
+    document_tokens: int = Field(
+        DEFAULT_DOCUMENT_TOKENS,
+        ge=0,
+        description="tokens a question's passages may take, a CPU's prefill budget; 0: DOCUMENT_SHARE of the room "
+        "alone (a GPU)",
     )
     embeddings_url: str = Field(
         "", description="OpenAI API of an embedding model (e.g. a second vLLM); empty: keyword search alone"

@@ -51,6 +51,9 @@ class Problem(StrEnum):
     FILE_ENCRYPTED = "file_encrypted"
     FILE_NO_TEXT = "file_no_text"
     FILE_TOO_LONG = "file_too_long"
+    FILE_TOO_MANY_PAGES = "file_too_many_pages"
+    FILE_TOO_MUCH_TEXT = "file_too_much_text"
+    READER_STOPPED = "reader_stopped"
     LIBRARY_FULL = "library_full"
     CHAT_DOCUMENTS_FULL = "chat_documents_full"
 
@@ -62,6 +65,15 @@ class ChatError(AppError):
         self.problem = problem
         self.details = details
         super().__init__(f"{problem.value}: {details}" if details else problem.value)
+
+    def __reduce__(self) -> tuple[object, tuple[Problem, dict[str, object]]]:
+        """Pickled with its problem and details: the processes that read files raise it to the app."""
+        return restored, (self.problem, self.details)
+
+
+def restored(problem: Problem, details: dict[str, object]) -> ChatError:
+    """A ChatError unpickled."""
+    return ChatError(problem, **details)
 
 
 class HistoryError(AppError):

@@ -48,6 +48,8 @@ TEXT: dict[str, dict[str, str]] = {
         "document_indexed": "{name} is too long to read whole: its {passages} passages are searched for each "
         "question in this chat, and the answer names the ones it was given. The Documents button lists it.",
         "document_chat_full": "This chat already searches {limit} documents, as many as one chat may.",
+        "passages_crowded_out": "Passages of this chat's documents match the question, but none fits beside it and "
+        "the answer: it is answered without them. Lower Max tokens in the settings, or ask a shorter question.",
         "document_not_found": "That document is not among yours (any more).",
         "trimmed": "{count} earlier turn(s) left out to fit the {window}-token window",
         "stopped": "stopped",
@@ -162,6 +164,12 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.FILE_NO_TEXT: "{name} has no text to read (a PDF of images only, e.g. a scan). Nothing was sent.",
         Problem.FILE_TOO_LONG: "{name} is too long for the model's window: it needs {tokens} tokens "
         "and only {room} are left for it. Nothing was sent; attach a shorter file.",
+        Problem.FILE_TOO_MANY_PAGES: "{name} has {pages} pages; a file may have {limit}. Nothing was sent; split it "
+        "into smaller files.",
+        Problem.FILE_TOO_MUCH_TEXT: "{name} holds more than {limit} characters of text, more than a file may. "
+        "Nothing was sent; split it into smaller files.",
+        Problem.READER_STOPPED: "The process reading the attached files stopped before it was done (the server may "
+        "lack the memory for them). Nothing was sent; try again, or with smaller files.",
         Problem.LIBRARY_FULL: "{name} would take your documents past {limit} MB. Nothing was sent; delete "
         "documents you no longer need (the Documents button) and attach it again.",
         Problem.CHAT_DOCUMENTS_FULL: "{name}: this chat already searches {limit} documents, as many as one chat "
@@ -209,6 +217,8 @@ TEXT: dict[str, dict[str, str]] = {
         "document_indexed": "{name} 太长，无法整篇读取：本对话的每个问题都会检索它的 {passages} 个段落，"
         "回答下方会列出所用的段落。点击“Documents”按钮可以查看它。",
         "document_chat_full": "这个对话已在检索 {limit} 个文档，已达单个对话的上限。",
+        "passages_crowded_out": "本对话的文档中有与问题相关的段落，但没有一段能与问题和回答一起放下："
+        "本次回答不使用它们。请在设置中调低 Max tokens，或把问题写短一些。",
         "document_not_found": "这个文档不在你的文档中（或已被删除）。",
         "trimmed": "为适应 {window} 个 token 的上下文窗口，省略了较早的 {count} 轮对话",
         "stopped": "已停止",
@@ -313,6 +323,15 @@ TEXT: dict[str, dict[str, str]] = {
         Problem.FILE_TOO_LONG: (
             "{name} 对模型的上下文窗口来说太长：它需要 {tokens} 个 token，而只剩 {room} 个。"
             "未发送任何内容；请附加更短的文件。"
+        ),
+        Problem.FILE_TOO_MANY_PAGES: (
+            "{name} 有 {pages} 页，单个文件最多 {limit} 页。未发送任何内容；请拆分成较小的文件。"
+        ),
+        Problem.FILE_TOO_MUCH_TEXT: (
+            "{name} 的文本超过 {limit} 个字符，超出单个文件的上限。未发送任何内容；请拆分成较小的文件。"
+        ),
+        Problem.READER_STOPPED: (
+            "读取附件的进程在完成前停止了（服务器的内存可能不足）。未发送任何内容；请重试，或改用较小的文件。"
         ),
         Problem.LIBRARY_FULL: (
             "{name} 会使你的文档超过 {limit} MB。未发送任何内容；请删除不再需要的文档（“Documents”按钮）后再附加。"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from serving.errors import ServeError
 from serving.machine import Machine
-from serving.plan import ServePlan, ServeSettings, add_common_choices, choose_device
+from serving.plan import ServePlan, ServeSettings, add_common_choices, choose_device, passages_reason
 from serving.quantize import CHECKPOINTS, Quant
 
 # llama.cpp's types for QUANT: the model's bf16, 8-bit, and 4-bit (Q4_K_M keeps its output matrix at 6 bits).
@@ -104,6 +104,7 @@ def build_llama_plan(settings: ServeSettings, machine: Machine, gguf: Path, fold
         "no-webui: the chat UI is the app's",
     ]
     add_common_choices(plan, settings, "LLAMA_API_KEY")
+    plan.reasons.append(passages_reason("cpu"))
     return plan
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,14 @@ from app.chat.attachments import (
     UploadLimits,
     as_seen,
     compose,
+    in_worker,
     overflowing,
     read_all,
     with_files,
 )
 from app.errors import ChatError, Problem
 from tests.support.fake_openai import counted
-from tests.support.pdfs import pdf
+from tests.support.pdfs import paged_pdf, pdf
 
 LIMITS = UploadLimits(frozenset({".txt", ".md", ".csv", ".json", ".py", ".pdf"}), max_files=3, max_bytes=1000)
 
@@ -74,6 +76,28 @@ def test_a_pdf_gives_the_text_of_its_pages(tmp_path):
 def test_a_file_the_model_cannot_read_is_refused_by_name(tmp_path, name, data, problem):
     refused = refusal([upload(tmp_path, "fine.txt", b"fine"), upload(tmp_path, name, data)])
     assert refused.problem is problem and refused.details["name"] == name
+
+
+async def test_a_file_past_the_page_or_character_limit_is_refused_by_the_worker_with_the_limit(tmp_path):
+    limits = UploadLimits(frozenset({".txt", ".pdf"}), max_files=1, max_bytes=100_000, max_pages=2, max_characters=50)
+    book = paged_pdf([["page one"], ["page two"], ["page three"]])
+    with pytest.raises(ChatError) as pages:  # read in a worker process, as the app reads uploads
+        await in_worker(read_all, [upload(tmp_path, "book.pdf", book, "application/pdf")], limits)
+    assert (pages.value.problem, pages.value.details) == (
+        Problem.FILE_TOO_MANY_PAGES,
+        {"name": "book.pdf", "pages": 3, "limit": 2},
+    )
+    with pytest.raises(ChatError) as text:
+        read_all([upload(tmp_path, "long.txt", b"x" * 51)], limits)
+    assert (text.value.problem, text.value.details) == (Problem.FILE_TOO_MUCH_TEXT, {"name": "long.txt", "limit": 50})
+
+
+async def test_a_worker_that_dies_reading_is_said_and_the_next_file_is_read_by_a_new_one(tmp_path):
+    with pytest.raises(ChatError) as stopped:
+        await in_worker(os._exit, 1)  # what the kernel's OOM killer leaves behind
+    assert stopped.value.problem is Problem.READER_STOPPED
+    [note] = await in_worker(read_all, [upload(tmp_path, "note.txt", b"fine")], LIMITS)
+    assert note.text == "fine"
 
 
 def test_more_files_than_allowed_are_refused(tmp_path):

@@ -11,6 +11,8 @@ import importlib
 import inspect
 import os
 import re
+import subprocess
+import sys
 import time
 import tomllib
 from importlib.metadata import version
@@ -19,6 +21,7 @@ from pathlib import Path
 import chainlit as cl
 import chainlit.server
 import pytest
+import socketio
 from chainlit.context import init_http_context
 from chainlit.emitter import ChainlitEmitter
 from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, UpdateFeedbackRequest
@@ -280,3 +283,53 @@ def test_an_ended_logins_cookie_is_dropped_in_every_part():
     dropped = [v for k, v in response.raw_headers if k == b"set-cookie"]
     assert sorted(v.split(b"=")[0] for v in dropped) == [b"access_token_0", b"access_token_1"]
     assert all(b"Max-Age=0" in v or b"expires=" in v.lower() for v in dropped)
+
+
+async def test_an_emit_to_one_tab_is_socketios_packet_sent_by_the_emitting_task():
+    assert "create_task" in inspect.getsource(socketio.AsyncManager.emit)  # socketio's own: the seam's reason
+
+    async def sent_by(seamed: bool) -> list[tuple[str, str, bool]]:
+        server, sent = socketio.AsyncServer(async_mode="asgi"), []
+        emitting = asyncio.current_task()
+
+        async def send_packet(eio_sid: str, packet) -> None:
+            sent.append((eio_sid, packet.encode(), asyncio.current_task() is emitting))
+
+        server.eio.send_packet = send_packet
+        if seamed:
+            seam.emits_sent_by_the_emitter(server)
+        tab = await server.manager.connect("eio-tab", "/")
+        await server.manager.connect("eio-other", "/")
+        await server.emit("stream_token", {"id": "m", "token": " t1 t2"}, to=tab)
+        await server.emit("task_end", to=tab)
+        await server.emit("everyone", ("a", 1))  # to every tab: socketio's own way
+        return sent
+
+    plain, seamed = await sent_by(seamed=False), await sent_by(seamed=True)
+    assert [(eio, packet) for eio, packet, _ in seamed] == [(eio, packet) for eio, packet, _ in plain]
+    assert plain[0][1] == '42["stream_token",{"id":"m","token":" t1 t2"}]'
+    assert [by_emitter for _, _, by_emitter in seamed] == [True, True, False, False]
+    assert not any(by_emitter for _, _, by_emitter in plain)
+
+
+def test_chainlits_command_line_swaps_in_python_tasks_and_the_c_ones_put_back_still_nest():
+    script = """
+import asyncio, chainlit.cli
+from app.page import seam
+assert asyncio.Task is asyncio.tasks._PyTask and asyncio.Future is asyncio.futures._PyFuture, "no longer swapped"
+seam.c_tasks_and_futures()
+
+async def profiles():
+    await asyncio.sleep(0.01)
+    return "read"
+
+async def tab():
+    other = asyncio.create_task(asyncio.sleep(0.005, "other"))
+    nested = asyncio.get_event_loop().run_until_complete(profiles())  # as Chainlit reads a tab's chat profiles
+    print(type(asyncio.current_task()).__module__, nested, await other)
+
+asyncio.run(tab())
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["_asyncio", "read", "other"]

@@ -47,3 +47,19 @@ async def test_slow_streams_send_every_delta_and_zero_interval_disables_joining(
     assert sent[3:] == ["u", "v", "w"]
     await slow.flush()
     assert len(sent) == 6
+
+
+async def test_a_slow_update_holds_the_next_one_for_an_interval_after_it_ends():
+    clock, sent = Clock(), []
+
+    async def send(text: str) -> None:  # the page's update takes 40 ms, as on a busy event loop
+        sent.append(text)
+        clock.now += 0.040
+
+    batcher = Coalescer(send, 0.030, clock)
+    for index in range(40):  # a delta every 8 ms for about 320 ms, while updates take longer than the interval
+        clock.now = max(clock.now, index * 0.008)
+        await batcher.add(f"{index} ")
+    await batcher.flush()
+    assert "".join(sent) == "".join(f"{index} " for index in range(40))
+    assert len(sent) <= 0.32 / (0.040 + 0.030) + 2, sent  # not one update per delta

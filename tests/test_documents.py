@@ -8,19 +8,25 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
 
 from app.chat.attachments import Attachment
 from app.documents import library as library_module
-from app.documents.embeddings import fused, nearest, unit
-from app.documents.library import Library, Outcome
+from app.documents.embeddings import fused, nearest, unit, vectors_of
+from app.documents.library import Library, Outcome, passage_rows
 from app.documents.split import MOST_WEIGHT, pieces, weight
 from app.errors import HistoryUnavailable
 from app.history import passage_index
 from app.history.accounts import remove_user
+from app.history.database import create_engine, database_url, upgrade
 from app.history.passage_index import SQLITE_TABLE
-from app.history.schema import chat_documents, documents, passages
+from app.history.schema import MIGRATIONS, chat_documents, documents, passages, steps, threads, users
 from app.history.store import ChatStore
-from tests.support.stores import step, user_with_chat
+from app.terms import MOST_QUERY_TERMS, query_terms
+from tests.support.stores import Hooks, step, user_with_chat
+from tools.bench_retrieval import USER, as_uploaded, library_on
+from tools.retrieval_corpus import corpus
 
 ENGLISH = (
     "# Maintenance\n\nThe pump must be cleaned every three months with warm water and a soft brush.\n\n"
@@ -120,7 +126,7 @@ async def test_the_library_and_chat_limits_refuse_a_document(store):
     await user_with_chat(store, "ann", name="manual")
     small = library_of(store, most_bytes=80_000, per_chat=1)
     assert (await small.keep("ann", "t1", mixed_manual())).outcome is Outcome.KEPT
-    assert (await small.keep("ann", "t2", mixed_manual())).outcome is Outcome.LIBRARY_FULL  # 100 000 > 80 000
+    assert (await small.keep("ann", "t2", mixed_manual(pages=4))).outcome is Outcome.LIBRARY_FULL  # 100 000 > 80 000
     note = Attachment("note.txt", "text/plain", ENGLISH, size=100)
     assert (await small.keep("ann", "t1", note)).outcome is Outcome.CHAT_FULL
     assert (await small.keep("ann", "t3", note)).outcome is Outcome.KEPT
@@ -203,5 +209,111 @@ def test_fusion_puts_a_passage_found_by_both_first_and_a_keyword_best_before_a_v
 
 def test_the_nearest_vectors_are_the_closest_by_cosine_and_other_sizes_are_left_out():
     query = unit([1.0, 0.0]).tobytes()
-    stored = [(1, unit([0.0, 1.0]).tobytes()), (2, unit([1.0, 0.1]).tobytes()), (3, unit([1.0, 1.0]).tobytes())]
-    assert nearest(query, [*stored, (4, unit([1.0, 0.0, 0.0]).tobytes())], 2) == [2, 3]
+    first = vectors_of([(1, unit([0.0, 1.0]).tobytes()), (2, unit([1.0, 0.1]).tobytes())])
+    second = vectors_of([(3, unit([1.0, 1.0]).tobytes())])
+    other_model = vectors_of([(4, unit([1.0, 0.0, 0.0]).tobytes())])
+    assert [passage for passage, _ in nearest(query, [first, second, other_model])] == [2, 3, 1]
+
+
+async def test_the_same_file_kept_again_is_the_one_document_every_chat_of_its_user_searches(store):
+    await user_with_chat(store, "ann", name="manual")
+    library = library_of(store)
+    first = await library.keep("ann", "t1", mixed_manual())
+    again = await library.keep("ann", "t1", mixed_manual())  # a retry
+    elsewhere = await library.keep("ann", "t2", mixed_manual())  # another chat
+    whole = await library.keep("ann", "t3", mixed_manual(), whole=True)  # read whole there
+    assert first.document_id == again.document_id == elsewhere.document_id == whole.document_id
+    assert [document.id for document in await library.listed("ann")] == [first.document_id]
+    assert "pump" in (await library.find("ann", "t2", ["pump"], 3))[0].text
+    assert await library.texts("ann", [str(first.document_id)]) == {first.document_id: mixed_manual().text}
+    await store.delete_thread("t1")  # kept by several chats: it stays until its user deletes it
+    assert [document.id for document in await library.listed("ann")] == [first.document_id]
+
+
+async def test_a_words_rarity_is_taken_among_the_chats_documents_not_every_users(store):
+    await user_with_chat(store, "ann", name="manual")
+    await user_with_chat(store, "ben", name="his")
+    library = library_of(store)
+    gaskets = ("The gasket is rubber.", "A gasket seals the lid.", "Keep a spare gasket.", "Oil the gasket yearly.")
+    pages = ("Replace the valve and the hinge.", "Replace the gasket and the latch.", *gaskets)
+    await library.keep("ann", "t1", Attachment("pump.pdf", "application/pdf", "\n\n".join(pages), pages, size=300))
+    question = ["Replace the valve gasket?"]
+    assert "valve" in (await library.find("ann", "t1", question, 3))[0].text  # valve is rare in her manual
+    valves = "\n\n".join(f"Check the valve, then valve seat {n} and the valve stem." for n in range(400))
+    await library.keep("ben", "t9", Attachment("valves.txt", "text/plain", valves, size=len(valves)))
+    assert "valve" in (await library.find("ann", "t1", question, 3))[0].text  # his valves change nothing of hers
+
+
+def test_running_headers_and_footers_are_left_out_of_the_passages():
+    bodies = ("The pump must be cleaned every three months.", "Order filter FX-220.", "冬季应排空水箱。", "Fin.")
+    pages = tuple(f"ACME Pump Manual\n{body}\nPage {n} of 4" for n, body in enumerate(bodies, start=1))
+    rows = passage_rows("d1", Attachment("manual.pdf", "application/pdf", "\n\n".join(pages), pages, size=500))
+    assert [row["text"] for row in rows] == list(bodies)
+    assert [row["page"] for row in rows] == [1, 2, 3, 4]
+
+
+def test_a_question_leaves_out_pairs_around_stop_characters_and_the_one_before_keeps_its_share():
+    chinese = query_terms("为什么我的水泵不工作？")
+    assert "水泵" in chinese and not {"为什", "么我", "我的"} & set(chinese)
+    long = " ".join(f"part{n}" for n in range(100))
+    terms = query_terms(long, "How do I clean the pump?")
+    assert len(terms) == MOST_QUERY_TERMS and terms["pump"] < terms["part0"]  # there, weighing less
+
+
+@pytest.mark.postgres
+async def test_sqlite_and_postgresql_rank_the_retrieval_benchmarks_questions_alike(postgres, tmp_path):
+    corpora = [corpus(language, questions=25) for language in ("en", "zh")]
+    rankings = []
+    for url in (database_url("", tmp_path), database_url(postgres.new_database("ranked_alike"), tmp_path)):
+        async with library_on(url, per_chat=20) as library:
+            for language in corpora:
+                for document in language.documents:
+                    await library.keep(USER, language.language, as_uploaded(document))
+            rankings.append(
+                [
+                    [passage.text for passage in await library.find(USER, language.language, [question.text], 5)]
+                    for language in corpora
+                    for question in language.questions
+                ]
+            )
+    assert rankings[0] == rankings[1]
+
+
+async def test_the_migration_numbers_new_passages_past_every_id_an_answer_names(tmp_path):
+    engine = create_engine(database_url("", tmp_path))
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0008_projects")
+        kept_before_0009(connection)
+    upgrade(engine)
+    store = Hooks().store(engine)
+    library = library_of(store)
+    [found] = await library.find("ann", "t1", ["impeller 4471"], 3)  # its terms rewritten, indexed again
+    assert (found.id, found.text) == (2, "The spare impeller is part ZX-4471.")
+    kept = await library.keep("ann", "t1", Attachment("new.txt", "text/plain", "A new manual.", size=13))
+    with engine.connect() as connection:
+        query = sa.select(passages.c.id).where(passages.c.document_id == kept.document_id)
+        added = connection.execute(query).scalars().all()
+    assert added and min(added) > 9  # passage 9, which an old answer names, is never another passage
+    await store.close()
+
+
+def kept_before_0009(connection: sa.Connection) -> None:
+    """A user's chat with a document of two passages, and an answer naming passage 9 (of a document deleted since)."""
+    at = "2026-01-01T00:00:00.000000Z"
+    connection.execute(sa.insert(users).values(id="u1", identifier="ann", metadata={}, created_at=at))
+    connection.execute(sa.insert(threads).values(id="t1", created_at=at, user_id="u1", metadata={}))
+    sources = {"sources": [{"passage": 9, "document": "gone.pdf", "page": 1, "heading": ""}]}
+    answer = {"id": "a1", "thread_id": "t1", "name": "ERNIE", "type": "assistant_message", "input": "", "output": "x"}
+    connection.execute(sa.insert(steps).values(**answer, is_error=False, created_at=at, details={}, metadata=sources))
+    document = {"id": "d1", "user_id": "u1", "name": "manual.pdf", "type": "application/pdf", "bytes": 100}
+    connection.execute(sa.insert(documents).values(**document, pages=1, thread_id="t1", created_at=at, complete=True))
+    connection.execute(sa.insert(chat_documents).values(thread_id="t1", document_id="d1", added_at=at))
+    indexed = sa.text("INSERT INTO passage_terms (rowid, terms) VALUES (:id, :terms)")
+    old = ((1, "Filler.", "filler"), (2, "The spare impeller is part ZX-4471.", "spare impeller zx-4471"))
+    for number, text, terms in old:  # terms as jieba gave them then, "zx-4471" whole
+        row = {"id": number, "document_id": "d1", "ordinal": number, "page": 1, "heading": "", "text": text}
+        connection.execute(sa.insert(passages).values(**row, terms=terms))
+        connection.execute(indexed, {"id": number, "terms": terms})

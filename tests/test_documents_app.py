@@ -192,10 +192,22 @@ async def test_the_library_and_chat_limits_refuse_a_document_with_their_numbers(
     assert len(vllm.logged_requests()) == before  # nothing reached the model
     manual = await attach(tab, "manual.pdf", english_manual(), "application/pdf")
     answer_of(await tab.ask(ENGLISH_QUESTION, files=(manual,)))
-    second = await attach(tab, "second.pdf", english_manual(), "application/pdf")
+    second = await attach(tab, "second.pdf", english_manual(pages=20), "application/pdf")  # another text
     refused = [m["output"] for m in await tab.ask("And this one?", files=(second,)) if m.get("isError")]
     assert refused == [
         "second.pdf: this chat already searches 1 documents, as many as one chat may. Nothing was sent; start a "
         "new chat for it."
     ]
+    await tab.close()
+
+
+async def test_a_follow_up_prompt_begins_with_the_one_before_and_finds_it_in_the_cache(chat_app, vllm):
+    tab = await started_chat(chat_app)
+    manual = await attach(tab, "manual.pdf", english_manual(), "application/pdf")
+    first, answer = await asked(tab, vllm, ENGLISH_QUESTION, (manual,))
+    follow_up, later = await asked(tab, vllm, FOLLOW_UP)
+    assert ENGLISH_NEEDLE in first and follow_up.startswith(first)  # its passages stay where they were
+    assert follow_up.count(ENGLISH_NEEDLE) == 1  # and are not sent again
+    before, after = answer["metadata"]["turn"]["stats"], later["metadata"]["turn"]["stats"]
+    assert after["cached_tokens"] >= before["prompt_tokens"] // 2  # vLLM's usage: the previous prompt was reused
     await tab.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -131,9 +132,9 @@ async def test_a_memory_past_its_token_cap_keeps_its_oldest_facts(vllm: VllmServ
         await tab.close()
 
 
-async def words(text_: str) -> int:
+async def words(texts: Sequence[str]) -> list[int]:
     """A tokenizer for the cap's laws: one token per word (fewer than the bytes, as every real one)."""
-    return len(text_.split())
+    return [len(text_.split()) for text_ in texts]
 
 
 FACTS = st.lists(st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=30), max_size=8)
@@ -143,8 +144,8 @@ FACTS = st.lists(st.text(st.characters(codec="utf-8", exclude_categories=["Cs"])
 async def test_a_memory_is_the_most_of_its_oldest_facts_that_fit_and_a_new_fact_never_moves_them(facts, new, cap):
     kept = await recalled(HEADING, facts, cap, words)
     n = next(n for n in range(len(facts) + 1) if kept == (rendered(HEADING, facts[:n]) if n else ""))
-    assert (await words(kept) <= cap) or not kept
-    assert n == len(facts) or await words(rendered(HEADING, facts[: n + 1])) > cap
+    assert (await words([kept]))[0] <= cap or not kept
+    assert n == len(facts) or (await words([rendered(HEADING, facts[: n + 1])]))[0] > cap
     assert (await recalled(HEADING, [*facts, new], cap, words)).startswith(kept)
 
 

@@ -13,12 +13,13 @@ from app.chat.attachments import Attachment
 from app.chat.backend import Backend
 from app.chat.branches import ROOT, Branches
 from app.chat.conversation import Ending
-from app.chat.passages import Passage
+from app.chat.passages import INTRO, QUESTION, WEAKEST, Passage, cost
 from app.chat.preferences import Preferences
 from app.chat.reply import Reply
-from app.config import Settings
+from app.chat.token_bound import content_bound
+from app.config import DEFAULT_DOCUMENT_TOKENS, Settings
 from app.errors import ChatError, Problem
-from tests.support.fake_openai import FakeState, count_tokens, fake_openai_server
+from tests.support.fake_openai import FakeState, fake_openai_server
 
 
 @dataclass
@@ -209,33 +210,74 @@ class Shelf:
         self.asked.append(list(texts))
         return self.ranked[:limit]
 
+    async def passages(self, ids: Sequence[int]) -> dict[int, Passage]:
+        return {passage.id: passage for passage in self.ranked if passage.id in ids}
+
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:
         return {document: self.whole[document] for document in documents if document in self.whole}
 
 
 def shelf_of(count: int, words: int = 30) -> Shelf:
-    """Passages of one document, ranked best last-in-reading-order first: p{count-1} ... p0."""
-    passages = [Passage(i, "manual.pdf", i + 1, "", f"passage{i} " + "word " * words) for i in range(count)]
+    """Passages of one document, ranked best last-in-reading-order first: p{count-1} ... p0, each as strong as the
+    best, each counted (one token a word, as the fake server counts)."""
+    passages = [Passage(i, "manual.pdf", i + 1, "", f"passage{i} " + "word " * words, words + 1) for i in range(count)]
     return Shelf(list(reversed(passages)))
 
 
-async def test_a_question_is_sent_after_the_best_passages_that_fit_their_room_in_reading_order(fake):
+def budget_for(passages: Sequence[Passage]) -> int:
+    """The tokens a question's passages need to take exactly these."""
+    return content_bound(INTRO) + content_bound(QUESTION) + sum(cost(passage) for passage in passages)
+
+
+async def test_a_question_is_sent_after_the_best_passages_its_budget_holds_in_reading_order(fake):
     backend, state = fake
-    state.window = 400  # passages may fill 0.6 of (400 - 8) tokens: 5 of 37 tokens each, with the question
+    state.window = 4000  # room for all twelve: the budget decides
     shelf = shelf_of(12)
-    reply = Reply(*reply_parts(backend), finder=shelf)
+    reply = Reply(*reply_parts(backend), finder=shelf, document_tokens=budget_for(shelf.ranked[:5]) + 10)
     planned = await reply.plan(asked("what about pumps?"), "q")
     replied = await reply.stream(planned, Page())
     sent = [r for r in state.requests if r["path"] == "/v1/chat/completions"][-1]["messages"][-1]["content"]
     assert [passage.id for passage in planned.passages] == [7, 8, 9, 10, 11]  # the 5 best, as they read
     assert sent.index("passage7 ") < sent.index("passage11 ") < sent.index("Question: what about pumps?")
     assert "[1] manual.pdf, page 8" in sent and "passage6 " not in sent
-    assert (
-        count_tokens([{"role": "user", "content": sent}])
-        <= 0.6 * (400 - 8)
-        < count_tokens([{"role": "user", "content": sent}]) + 37
-    )
     assert replied.ending is Ending.COMPLETE
+
+
+@pytest.mark.parametrize("budget", [DEFAULT_DOCUMENT_TOKENS, 0])
+async def test_passages_keep_to_the_prefill_budget_and_without_one_take_their_share_of_the_room(fake, budget):
+    backend, state = fake
+    state.window = 8000
+    shelf = shelf_of(24, words=200)
+    reply = Reply(*reply_parts(backend), finder=shelf, document_tokens=budget)
+    passages = (await reply.plan(asked("pumps?"), "q")).passages
+    taken = budget_for(passages)
+    if budget:  # a CPU's: the first token is prefill time
+        assert passages and taken <= budget < taken + cost(shelf.ranked[0])
+    else:  # a GPU's: DOCUMENT_SHARE of the room, as before budgets
+        assert len(passages) > 1 and taken <= 0.6 * 8000 < taken + 2 * cost(shelf.ranked[0])
+
+
+async def test_weak_passages_and_a_second_copy_of_a_text_are_left_out(fake):
+    backend, state = fake
+    state.window = 4000
+    best, copy, weak = (
+        Passage(1, "a.pdf", 1, "", "The impeller is part ZX-4471."),
+        Passage(2, "b.pdf", 9, "", "The  impeller is part\nZX-4471."),  # the same text in another document
+        Passage(3, "a.pdf", 2, "", "Check the pump.", strength=WEAKEST / 2),
+    )
+    planned = await Reply(*reply_parts(backend), finder=Shelf([best, copy, weak])).plan(asked("impeller?"), "q")
+    assert planned.passages == [best]
+
+
+async def test_passages_are_sized_from_the_clamped_answer_and_none_fitting_is_said(fake):
+    backend, state = fake
+    state.window = 4000
+    shelf = shelf_of(3)
+    # max_tokens past the window: the passages still get their share of what half the window leaves.
+    roomy = Reply(backend, prefs_with(max_tokens=8000), 0.0, finder=shelf)
+    assert len((await roomy.plan(asked("pumps?"), "q")).passages) == 3
+    crowded = await Reply(*reply_parts(backend), finder=shelf, document_tokens=budget_for([])).plan(asked("p?"), "q")
+    assert crowded.passages == [] and crowded.crowded_out
 
 
 async def test_a_follow_up_is_searched_with_the_question_before_it(fake):
@@ -274,5 +316,10 @@ async def test_the_files_too_long_to_read_whole_are_the_longest_until_the_rest_f
 
 
 def reply_parts(backend: Backend) -> tuple[Backend, Preferences, float]:
+    return backend, prefs_with(max_tokens=8), 0.0
+
+
+def prefs_with(**chosen: object) -> Preferences:
+    """The default preferences with no system prompt and these changes."""
     defaults = Preferences.defaults(Settings()).model_dump()
-    return backend, Preferences(**{**defaults, "max_tokens": 8, "system_prompt": ""}), 0.0
+    return Preferences(**{**defaults, "system_prompt": "", **chosen})

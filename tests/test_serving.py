@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.config import DEFAULT_DOCUMENT_TOKENS, Settings
 from serving.advice import advice
 from serving.errors import ServeError
 from serving.machine import Machine
@@ -16,6 +17,7 @@ from serving.plan import ServeSettings, build_plan
 from serving.router import RouterSettings, router_command
 from tests.support.plans import ERNIE, GIB, MACHINES, SERVER_VENV, parse_with_vllm
 from tests.support.servers import user_make_environment
+from tools.run import passages_of_the_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +41,9 @@ def test_plans_per_machine(name):
         kv = int(argv[argv.index("--kv-cache-memory-bytes") + 1])
         assert kv == int(64 * 8192 * 18 * 1024 * 1.1)
         assert "--gpu-memory-utilization" not in argv
+        assert argv[argv.index("--stream-interval") + 1] == "4"
     else:
+        assert "--stream-interval" not in argv  # a token an event: a CPU's 20-35 tokens/s are the page's pace
         dtype = argv[argv.index("--dtype") + 1]
         assert dtype == ("bfloat16" if machine.has_bf16 else "float32")
         per_token = 18 * 1024 * (1 if dtype == "bfloat16" else 2)  # the cache holds the model's dtype
@@ -173,3 +177,18 @@ def test_the_router_refuses_a_list_it_cannot_route_to(tmp_path: Path, servers: s
 )
 def test_the_app_reaches_the_router_where_it_listens(host: str, url: str):
     assert RouterSettings(router_host=host).base_url == url
+
+
+@pytest.mark.parametrize("name", MACHINES)
+def test_the_plan_says_the_passage_budget_its_device_affords(name):
+    machine = MACHINES[name]
+    plan = build_plan(ServeSettings(), machine, ERNIE, "/models/ernie", SERVER_VENV)
+    budget = 0 if machine.gpus else DEFAULT_DOCUMENT_TOKENS  # a GPU: DOCUMENT_SHARE of the room alone
+    assert any(reason.startswith(f"documents: DOCUMENT_TOKENS={budget} for the chat app") for reason in plan.reasons)
+
+
+@pytest.mark.parametrize(("device", "budget"), [("cpu", DEFAULT_DOCUMENT_TOKENS), ("gpu", 0)])
+def test_make_run_hands_the_app_the_plans_passage_budget_unless_one_is_set(monkeypatch, device, budget):
+    monkeypatch.setenv("DEVICE", device)
+    assert passages_of_the_plan(Settings()) == {"DOCUMENT_TOKENS": str(budget)}
+    assert passages_of_the_plan(Settings(document_tokens=500)) == {}  # the operator's own

@@ -22,7 +22,8 @@ from openai import AsyncOpenAI
 
 from app.config import DEFAULT_ANSWER_CHECKPOINT_S, Settings
 from tests.support.chat_client import ChatClient
-from tests.support.servers import ChatApp, VllmServer, free_port, stop_group
+from tests.support.gpu_fake import MODEL as FAKE_MODEL
+from tests.support.servers import ChatApp, GpuFakeServer, VllmServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -235,25 +236,22 @@ def plot(results: dict[int, dict[str, Sample]], path: Path) -> None:
 
 
 async def run(args: argparse.Namespace) -> str:
-    server: VllmServer | None = None
+    server: VllmServer | GpuFakeServer | None = None
     apps: dict[str, ChatApp] = {}
-    fake = None
     try:
         if args.backend == "fake":
-            port = free_port()
-            fake = __import__("subprocess").Popen(
-                [sys.executable, str(ROOT / "tests" / "support" / "fake_openai.py"), str(port), str(args.fake_rate)],
-                start_new_session=True,
-                preexec_fn=lambda: os.sched_setaffinity(0, {0}),
-            )
-            base_url, api_key, model = f"http://127.0.0.1:{port}/v1", "", "fake-ernie"
-            await asyncio.sleep(1.0)
-            server = VllmServer("bench-fake", port=port, api_key="")
+            server = GpuFakeServer("bench-fake", rate=args.fake_rate, interval=args.stream_interval, cpus={0})
+            server.start()
+            model = FAKE_MODEL
         else:
             model_path = str(ROOT / ".cache/models/ernie-full-random") if args.backend == "full" else ""
-            server = VllmServer(f"bench-{args.backend}", max_model_len=4096, model=model_path, cpus={0})
+            interval = f"--stream-interval {args.stream_interval}"
+            server = VllmServer(
+                f"bench-{args.backend}", max_model_len=4096, model=model_path, cpus={0}, extra_args=interval
+            )
             server.start(timeout=900)
-            base_url, api_key, model = server.base_url, server.api_key, "ernie-tiny"
+            model = "ernie-tiny"
+        base_url, api_key = server.base_url, server.api_key
         # With two apps (e.g. --history both), they take turns after the direct round: one run, side by side.
         for name, setup in HISTORY_SETUPS[args.history].items():
             app_env = {"STREAM_INTERVAL_MS": str(args.interval_ms), **setup}
@@ -287,10 +285,8 @@ async def run(args: argparse.Namespace) -> str:
     finally:
         for app in apps.values():
             app.stop()
-        if server and args.backend != "fake":
+        if server:
             server.stop()
-        if fake:
-            stop_group(fake)
 
 
 def main() -> int:
@@ -305,6 +301,9 @@ def main() -> int:
         help="tiny test model, full-size random ERNIE-4.5-0.3B, or a paced fake server",
     )
     parser.add_argument("--fake-rate", type=float, default=2000.0, help="tokens/s per stream of the fake server")
+    parser.add_argument(
+        "--stream-interval", type=int, default=1, help="tokens per streamed event (vLLM's --stream-interval)"
+    )
     parser.add_argument("--interval-ms", type=float, default=30.0, help="the app's STREAM_INTERVAL_MS")
     parser.add_argument(
         "--history",

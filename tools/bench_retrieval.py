@@ -1,4 +1,5 @@
-"""`make bench-retrieval`: passage retrieval side by side (recall@k in English and Chinese), then indexing speed.
+"""`make bench-retrieval`: passage retrieval side by side (recall@k in English and Chinese), how many passages the
+app sends per budget, then indexing speed.
 
 Every row searches the same passages (what app/documents/split.py cuts of each corpus document, kept as a text
 file), with each question as a person typed it. Whitespace BM25 is what other chat UIs do: SQLite FTS5 over the
@@ -6,8 +7,11 @@ passages' own text (unicode61: a run of Chinese characters up to a space or punc
 the question's whitespace-separated tokens OR'ed. Character bigrams index and query Chinese as overlapping pairs of
 characters (other words as written), FTS5 and BM25 too. This project's rows are the app's Library (jieba's words) on
 a SQLite file and on a throwaway PostgreSQL cluster. A hit at k: one of the first k passages contains the sentence
-that answers the question. Then, per database, the time to read a long English PDF and to keep it (split, segment,
-insert, index), and to keep a long Chinese text.
+that answers the question. Then the app's own choice of passages (app/chat/passages.py: the strong candidates a
+budget of tokens holds) per budget: how often the answer is among them, and how many passages it takes, each
+passage's tokens estimated as the splitter weighs text (about one a Chinese character, one per four other
+characters: ERNIE's tokenizer, which cannot be downloaded here). Then, per database, the time to read a long English
+PDF and to keep it (split, segment, insert, index), and to keep a long Chinese text.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,8 +38,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from app.chat.attachments import Attachment, Upload, UploadLimits, read
+from app.chat.passages import CANDIDATES, Passage, block, chosen
 from app.documents.library import Library, Outcome
-from app.documents.split import pieces
+from app.documents.split import CJK_WEIGHT, pieces, weight
 from app.history.database import create_engine, database_url, upgrade
 from app.history.schema import timestamp, users
 from app.history.writes import Writer
@@ -45,7 +52,9 @@ from tools.retrieval_corpus import CJK_RUN, Corpus, Document, corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGUAGES = ("en", "zh")
-RANKS = (1, 5, 10)
+RANKS = (1, 2, 3, 5, 10)
+# Passage budgets (DOCUMENT_TOKENS) the app's choice is measured at.
+BUDGETS = (500, 1000, 1500, 2000, 3000)
 USER = "bench"
 WHITESPACE = "whitespace BM25 (what other chat UIs do)"
 BIGRAMS = "character bigrams"
@@ -138,17 +147,61 @@ async def library_on(url: str, per_chat: int) -> AsyncIterator[Library]:
         await writer.close()
 
 
-async def library_found(library: Library, language: Corpus) -> list[list[str]]:
-    """For each question, the texts of the passages the Library finds first, all the corpus kept in one chat."""
+async def library_found(library: Library, language: Corpus) -> list[list[Passage]]:
+    """For each question, the candidates the Library finds, best first, all the corpus kept in one chat."""
     chat = f"corpus-{language.language}"
     for document in language.documents:
         kept = await library.keep(USER, chat, as_uploaded(document))
         if kept.outcome is not Outcome.KEPT:
             raise RuntimeError(f"{document.name} not kept: {kept.outcome}")
-    return [
-        [passage.text for passage in await library.find(USER, chat, [question.text], max(RANKS))]
-        for question in language.questions
-    ]
+    return [await library.find(USER, chat, [question.text], CANDIDATES) for question in language.questions]
+
+
+def estimated(passage: Passage) -> Passage:
+    """A passage with its tokens estimated as the splitter weighs its block (a CJK character one token, four other
+    characters one)."""
+    return dataclasses.replace(passage, tokens=-(-weight(block(passage)) // CJK_WEIGHT))
+
+
+def budget_table(corpora: Sequence[Corpus], found: dict[str, list[list[Passage]]]) -> str:
+    """Per budget and language: the share of questions whose answer is among the passages the app sends, and the
+    mean passages and tokens it sends."""
+    head = " | ".join(f"{language.language}: answer sent | passages | tokens" for language in corpora)
+    lines = [f"| budget (tokens) | {head} |", "|---|" + "---|" * 3 * len(corpora)]
+    for budget in BUDGETS:
+        cells = []
+        for language in corpora:
+            sent = [
+                chosen([estimated(passage) for passage in candidates], budget, []).passages
+                for candidates in found[language.language]
+            ]
+            answered = [
+                any(question.answer in passage.text for passage in passages)
+                for passages, question in zip(sent, language.questions, strict=True)
+            ]
+            tokens = [sum(passage.tokens or 0 for passage in passages) for passages in sent]
+            cells += [
+                f"{sum(answered) / len(answered):.0%}",
+                f"{statistics.mean(map(len, sent)):.1f}",
+                f"{statistics.mean(tokens):.0f}",
+            ]
+        lines.append(f"| {budget} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def alike(corpora: Sequence[Corpus], found: dict[str, dict[str, list[list[Passage]]]]) -> str:
+    """How many questions get the same first passages, in the same order, on both databases."""
+    if len(found) < 2:
+        return ""
+    counts = []
+    for language in corpora:
+        rankings = [
+            [[passage.text for passage in candidates[: max(RANKS)]] for candidates in database[language.language]]
+            for database in found.values()
+        ]
+        same = sum(first == second for first, second in zip(*rankings, strict=True))
+        counts.append(f"{same} of {len(language.questions)} {language.language} questions")
+    return f"SQLite and PostgreSQL rank alike: the same first {max(RANKS)} passages for " + " and ".join(counts) + "."
 
 
 async def keep_long(library: Library, database: str, upload: Upload, pages: int) -> Indexed:
@@ -269,7 +322,7 @@ def databases(args: argparse.Namespace, folder: Path, servers: contextlib.ExitSt
 
 async def measure(
     url: str, database: str, corpora: Sequence[Corpus], long_files: Sequence[Upload], pages: int
-) -> tuple[dict[str, list[list[str]]], list[Indexed]]:
+) -> tuple[dict[str, list[list[Passage]]], list[Indexed]]:
     """The Library on one database: what it finds for each corpus's questions, then what keeping long files costs."""
     async with library_on(url, max(len(language.documents) for language in corpora)) as library:
         found = {}
@@ -292,27 +345,33 @@ async def run(args: argparse.Namespace) -> str:
         found[WHITESPACE][language.language] = fts5_found(cut, questions, lambda text: text, str.split)
         found[BIGRAMS][language.language] = fts5_found(cut, questions, lambda text: " ".join(bigrams(text)), bigrams)
     indexed: list[Indexed] = []
+    app_found: dict[str, dict[str, list[list[Passage]]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as scratch, contextlib.ExitStack() as servers:
         folder = Path(scratch)
         english, chinese = corpora
         long_files = [english_pdf(english, args.pages, folder), chinese_text(chinese, args.pages, folder)]
         urls, skipped = databases(args, folder, servers)
         for database, url in urls.items():
-            found[f"this project, {database}"], kept = await measure(url, database, corpora, long_files, args.pages)
+            app_found[database], kept = await measure(url, database, corpora, long_files, args.pages)
             indexed += kept
+    for database, by_language in app_found.items():
+        texts = {language: [[p.text for p in ps] for ps in found] for language, found in by_language.items()}
+        found[f"this project, {database}"] = texts
     note = f"\n\n{skipped}" if skipped else ""
-    return "\n\n".join(
-        [
-            header(corpora, passages),
-            "## Recall: the share of questions answered by one of the first k passages",
-            recall_table(corpora, found) + note,
-            "## Indexing: a long file read as the app reads an upload, then kept (split, segmented, inserted, indexed)",
-            f"The English corpus's text wrapped into a PDF of {PAGE_LINES} lines of {LINE_CHARS} characters a page "
-            f"(English only: the PDF's font, Helvetica, has no Chinese), and the Chinese corpus's text as a text file "
-            f"of {CHINESE_PAGE_CHARS} characters a page; each corpus repeated as often as the pages need.",
-            indexing_table(indexed) + note,
-        ]
-    )
+    sections = [
+        header(corpora, passages),
+        "## Recall: the share of questions answered by one of the first k passages",
+        recall_table(corpora, found) + note,
+        alike(corpora, app_found),
+        "## How many passages: the app's choice by budget (SQLite)",
+        budget_table(corpora, app_found[SQLITE]),
+        "## Indexing: a long file read as the app reads an upload, then kept (split, segmented, inserted, indexed)",
+        f"The English corpus's text wrapped into a PDF of {PAGE_LINES} lines of {LINE_CHARS} characters a page "
+        f"(English only: the PDF's font, Helvetica, has no Chinese), and the Chinese corpus's text as a text file "
+        f"of {CHINESE_PAGE_CHARS} characters a page; each corpus repeated as often as the pages need.",
+        indexing_table(indexed) + note,
+    ]
+    return "\n\n".join(section for section in sections if section)
 
 
 def main() -> int:

@@ -16,7 +16,9 @@ import urllib.error
 import urllib.request
 from types import FrameType
 
-from app.config import dotenv_file, get_settings, load_or_explain
+from app.config import DEFAULT_DOCUMENT_TOKENS, Settings, dotenv_file, get_settings, load_or_explain
+from serving.machine import detect
+from serving.plan import ServeSettings, choose_device, passage_budget
 from serving.router import RouterSettings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -90,6 +92,16 @@ def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
         time.sleep(0.5)
 
 
+def passages_of_the_plan(settings: Settings) -> dict[str, str]:
+    """The passages' budget the serving plan sets for this machine's device, for the app (DOCUMENT_TOKENS) unless it
+    is set to another than the default."""
+    if settings.document_tokens != DEFAULT_DOCUMENT_TOKENS:
+        return {}
+    serve = ServeSettings(_env_file=dotenv_file())
+    device = choose_device(serve, detect(os.environ.get("SERVER_VENV", ".venv-vllm")))
+    return {"DOCUMENT_TOKENS": str(passage_budget(device))}
+
+
 def main() -> int:
     settings = load_or_explain(get_settings, "make run")
     router = load_or_explain(lambda: RouterSettings(_env_file=dotenv_file()), "make run")
@@ -108,7 +120,8 @@ def main() -> int:
         if not wait_for_models(models_url, settings.api_key.get_secret_value(), processes[server], timeout=1800):
             print(f"make run: {server} did not start; see its output above.", file=sys.stderr)
             return 1
-        processes["the chat UI"] = start("app", VLLM_BASE_URL=base_url)
+        plan = {} if router.servers else passages_of_the_plan(settings)  # servers elsewhere: the app's own setting
+        processes["the chat UI"] = start("app", VLLM_BASE_URL=base_url, **plan)
         print(f"Ctrl-C stops the chat UI and {server}.", flush=True)
         return supervise(processes)
     except StopRequested as request:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import multiprocessing
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
 from app.chat.conversation import Conversation, TokenCounter
+from app.config import DEFAULT_UPLOAD_MAX_CHARACTERS, DEFAULT_UPLOAD_MAX_PAGES
 from app.errors import ChatError, Problem
 
 # Step metadata key of a question's files: what the model reads of each, kept with the question.
@@ -19,6 +26,12 @@ FILES_KEY = "files"
 PDF = ".pdf"
 # Characters a file name may not bring into the heading line the model reads (a line break would end it).
 UNSAFE_IN_NAME = re.compile(r"[\x00-\x1f\x7f]+")
+# Files are read and split in processes of their own, at the lowest CPU priority: a long PDF is pure Python for
+# minutes, which in a thread would hold the GIL the event loop streaming every answer needs, and its CPU goes to
+# the model server's answers first.
+WORKERS = 2
+WORKER_NICENESS = 19
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,8 @@ class UploadLimits:
     types: frozenset[str]
     max_files: int
     max_bytes: int
+    max_pages: int = DEFAULT_UPLOAD_MAX_PAGES
+    max_characters: int = DEFAULT_UPLOAD_MAX_CHARACTERS
 
 
 @dataclass(frozen=True)
@@ -70,8 +85,26 @@ class Upload:
     path: Path
 
 
+@functools.cache
+def workers() -> ProcessPoolExecutor:
+    """The processes that read and split files (started at first use, fresh interpreters: no thread of ours copied)."""
+    return ProcessPoolExecutor(
+        WORKERS, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice, initargs=(WORKER_NICENESS,)
+    )
+
+
+async def in_worker(function: Callable[..., Result], *args: Any) -> Result:
+    """A function of files run in a worker process (its arguments and result are pickled); ChatError if the process
+    died under it (the next call gets new ones)."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(workers(), function, *args)
+    except BrokenProcessPool:
+        workers.cache_clear()
+        raise ChatError(Problem.READER_STOPPED) from None
+
+
 def read_all(uploads: Sequence[Upload], limits: UploadLimits) -> list[Attachment]:
-    """Each file's text, in order; ChatError naming the first file the model cannot read (blocking: run in a thread)."""
+    """Each file's text, in order; ChatError naming the first file the model cannot read (blocking: run in_worker)."""
     if len(uploads) > limits.max_files:
         raise ChatError(Problem.TOO_MANY_FILES, limit=limits.max_files)
     return [read(upload, limits) for upload in uploads]
@@ -86,8 +119,11 @@ def read(upload: Upload, limits: UploadLimits) -> Attachment:
     if size > limits.max_bytes:
         raise ChatError(Problem.FILE_TOO_BIG, name=upload.name, limit=f"{limits.max_bytes / 1_000_000:g}")
     if ending != PDF:
-        return Attachment(upload.name, upload.type, plain_text(upload), size=size)
-    pages = pdf_pages(upload)
+        text = plain_text(upload)
+        if len(text) > limits.max_characters:
+            raise ChatError(Problem.FILE_TOO_MUCH_TEXT, name=upload.name, limit=limits.max_characters)
+        return Attachment(upload.name, upload.type, text, size=size)
+    pages = pdf_pages(upload, limits)
     return Attachment(upload.name, upload.type, "\n\n".join(page for page in pages if page), pages, size)
 
 
@@ -102,13 +138,23 @@ def plain_text(upload: Upload) -> str:
         raise ChatError(Problem.FILE_NOT_TEXT, name=upload.name) from None
 
 
-def pdf_pages(upload: Upload) -> tuple[str, ...]:
-    """The text of each of a PDF's pages; ChatError for an encrypted one, a damaged one, or one of images only."""
+def pdf_pages(upload: Upload, limits: UploadLimits) -> tuple[str, ...]:
+    """The text of each of a PDF's pages; ChatError for an encrypted one, a damaged one, one of images only, or one
+    past the limits on pages and characters (said before reading the rest)."""
     try:
         reader = PdfReader(upload.path)
         if reader.is_encrypted:
             raise ChatError(Problem.FILE_ENCRYPTED, name=upload.name)
-        pages = [page.extract_text() for page in reader.pages]
+        if len(reader.pages) > limits.max_pages:
+            raise ChatError(
+                Problem.FILE_TOO_MANY_PAGES, name=upload.name, pages=len(reader.pages), limit=limits.max_pages
+            )
+        pages, characters = [], 0
+        for page in reader.pages:
+            pages.append(page.extract_text())
+            characters += len(pages[-1])
+            if characters > limits.max_characters:
+                raise ChatError(Problem.FILE_TOO_MUCH_TEXT, name=upload.name, limit=limits.max_characters)
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):  # what pypdf raises on a malformed file
         raise ChatError(Problem.FILE_NOT_PDF, name=upload.name) from None
     texts = tuple(page.strip() for page in pages)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 import httpx2
 import openai
-from openai import AsyncAPIResponse, AsyncOpenAI
+from openai import AsyncOpenAI
 
 from app.chat.token_bound import TemplateCost, learn_template_cost
 from app.chat.transport import http_client
@@ -27,6 +27,8 @@ Message = dict[str, str]
 # The engines the app knows the own endpoints of (both serve OpenAI's chat completions).
 VLLM = "vllm"
 LLAMA_CPP = "llama.cpp"
+# Texts counted at once when many are (a document's passages, once, when it is kept).
+COUNTS_AT_ONCE = 4
 # Every request of a chat carries its id in this header: vLLM's router (consistent_hash) sends all of a chat's
 # turns to one server, the one holding its prefix in its cache. A lone server ignores it.
 CHAT_KEY_HEADER = "X-Session-ID"
@@ -128,7 +130,7 @@ def cached_tokens(usage: dict[str, Any], timings: Any) -> int | None:
 class ChatStream:
     """Text deltas of one streamed completion; usage and finish reason once it ends."""
 
-    def __init__(self, response: AsyncAPIResponse[Any], server: str) -> None:
+    def __init__(self, response: httpx2.Response, server: str) -> None:
         self._response = response
         self._server = server
         self.prompt_tokens: int | None = None
@@ -138,34 +140,22 @@ class ChatStream:
         self.finish_reason: str | None = None
 
     async def __aiter__(self) -> AsyncGenerator[str, None]:
-        # The server-sent events are parsed here rather than by the SDK: building its models for
-        # every chunk was the app's largest CPU cost per streamed token.
+        """The answer's text, a piece per chunk of the response (the text of all the events it holds, joined)."""
+        # The server-sent events are parsed here from the response's bytes, rather than by the SDK (building its
+        # models for every event was the app's largest CPU cost per token) or its line iterator (three generators
+        # more per event): a chunk is one pass whatever it holds, and its events' usage is read once.
         try:
             # Closed here, in this task, whether the answer ends, stops or fails: left to the garbage collector, the
             # HTTP client's generators under it would be closed outside the event loop (a traceback per answer).
-            lines_read = cast(AsyncGenerator[str, None], self._response.iter_lines())  # the SDK types it loosely
-            async with aclosing(lines_read) as lines:
-                async for line in lines:
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
-                        continue
-                    chunk = json.loads(data)
-                    if chunk.get("error"):  # vLLM reports failures during generation as an event
-                        error = chunk["error"]
-                        reason = error.get("message") if isinstance(error, dict) else str(error)
-                        raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
-                    if usage := chunk.get("usage"):
-                        self.prompt_tokens = usage.get("prompt_tokens")
-                        self.completion_tokens = usage.get("completion_tokens")
-                        if (cached := cached_tokens(usage, chunk.get("timings"))) is not None:
-                            self.cached_tokens = cached
-                    for choice in chunk.get("choices") or ():
-                        if choice.get("finish_reason"):
-                            self.finish_reason = choice["finish_reason"]
-                        if text := (choice.get("delta") or {}).get("content"):
-                            yield text
+            chunks = self._response.aiter_bytes()
+            async with aclosing(chunks) as received:
+                partial = b""
+                async for data in received:
+                    *lines, partial = (partial + data).split(b"\n")
+                    if text := self._read(lines):
+                        yield text
+                if text := self._read([partial]):  # a last line without its line break
+                    yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
             raise ChatError(Problem.INTERRUPTED, server=self._server) from exc
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
@@ -176,6 +166,34 @@ class ChatStream:
         if self.finish_reason is None:
             # The stream ended without saying why: the server went away mid-answer.
             raise ChatError(Problem.INTERRUPTED, server=self._server)
+
+    def _read(self, lines: list[bytes]) -> str:
+        """The text these complete lines' events carry; the newest usage and the finish reason kept."""
+        texts, usage, timings = [], None, None
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
+                continue
+            chunk = json.loads(data)
+            if chunk.get("error"):  # vLLM reports failures during generation as an event
+                error = chunk["error"]
+                reason = error.get("message") if isinstance(error, dict) else str(error)
+                raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+            if chunk.get("usage"):
+                usage, timings = chunk["usage"], chunk.get("timings")
+            for choice in chunk.get("choices") or ():
+                if choice.get("finish_reason"):
+                    self.finish_reason = choice["finish_reason"]
+                if text := (choice.get("delta") or {}).get("content"):
+                    texts.append(text)
+        if usage is not None:
+            self.prompt_tokens = usage.get("prompt_tokens")
+            self.completion_tokens = usage.get("completion_tokens")
+            if (cached := cached_tokens(usage, timings)) is not None:
+                self.cached_tokens = cached
+        return "".join(texts)
 
 
 class Backend:
@@ -240,11 +258,17 @@ class Backend:
         """Tokens of the chat prompt as vLLM renders it (chat template included)."""
         return int((await self._tokenize(messages))["count"])
 
-    async def count_text_tokens(self, text: str) -> int:
-        """Tokens of a piece of text alone (no template, no special tokens), as the served model's tokenizer cuts it."""
-        if (await self.model()).engine == VLLM:
-            return int((await self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))["count"])
-        return len((await self._post("/tokenize", {"content": text, "add_special": False}))["tokens"])
+    async def count_text_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Each text's tokens by the server's tokenizer, alone, without special tokens (a few requests at once)."""
+        at_once = asyncio.Semaphore(COUNTS_AT_ONCE)
+
+        async def one(text: str) -> int:
+            async with at_once:
+                if (await self.model()).engine == VLLM:
+                    return int((await self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))["count"])
+                return len((await self._post("/tokenize", {"content": text, "add_special": False}))["tokens"])
+
+        return list(await asyncio.gather(*(one(text) for text in texts)))
 
     async def prompt_bound(self, messages: list[Message]) -> int | None:
         """An upper bound on the prompt's tokens, without a request once the model's template is known."""
@@ -295,30 +319,39 @@ class Backend:
         if sampling.repetition_penalty != 1.0:
             name = "repetition_penalty" if model.engine == VLLM else "repeat_penalty"
             extra[name] = sampling.repetition_penalty
-        # Plain dict messages and vLLM's continuous_usage_stats are outside the SDK's types, hence the ignore.
-        request = self._client.chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
-            model=model.name,
-            messages=messages,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-            seed=sampling.seed,
-            stream=True,
-            stream_options={"include_usage": True, "continuous_usage_stats": True},
-            extra_body=extra or None,
-            extra_headers={CHAT_KEY_HEADER: chat_key} if chat_key else None,
-        )
-        async with AsyncExitStack() as closing:
-            try:
-                response = await closing.enter_async_context(request)
-            except openai.OpenAIError as exc:
-                raise self._failed(exc) from exc
-            try:
-                yield ChatStream(response, self.server)
-            except ChatError as exc:
-                if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
-                    self.forget_model()
-                raise
+        body = {
+            "model": model.name,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "seed": sampling.seed,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            **extra,
+        }
+        # The SDK's post, not chat.completions.create: its walk of every message against its types (to send the
+        # same dicts) cost more CPU than the rest of a request, the longer the chat the more.
+        try:
+            opened = await self._client.post(
+                "/chat/completions",
+                cast_to=httpx2.Response,
+                body=body,
+                options={"headers": {CHAT_KEY_HEADER: chat_key} if chat_key else {}},
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            )
+            response = cast(httpx2.Response, opened)  # asked for httpx's response, the SDK gives it unread
+        except openai.OpenAIError as exc:
+            raise self._failed(exc) from exc
+        try:
+            yield ChatStream(response, self.server)
+        except ChatError as exc:
+            if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
+                self.forget_model()
+            raise
+        finally:
+            await response.aclose()
 
     def _failed(self, exc: openai.OpenAIError) -> ChatError:
         error = to_chat_error(exc, self.server)

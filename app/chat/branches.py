@@ -6,7 +6,7 @@ follows, an answer the question it replies to, and the conversation the model se
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,16 +172,16 @@ def parent_of(step: Step, tree: Branches) -> str | None:
     return tree.newest()
 
 
-def conversation_of(steps: Sequence[Step]) -> Conversation:
+def conversation_of(steps: Sequence[Step], seen: Callable[[Step], str] = as_seen) -> Conversation:
     """The conversation as the model saw it along one branch: each user message with the answer recorded for it.
 
-    A message with no recorded answer (the app stopped mid-answer) counts as a failed turn with an
-    empty answer, as a failed request does while the app runs.
+    `seen`: a question as the model read it. A message with no recorded answer (the app stopped mid-answer) counts
+    as a failed turn with an empty answer, as a failed request does while the app runs.
     """
     turns: dict[str, Turn] = {}
     for step in steps:
         if is_question(step):
-            turns[str(step["id"])] = Turn(as_seen(step), "", Ending.FAILED, str(step["id"]))
+            turns[str(step["id"])] = Turn(seen(step), "", Ending.FAILED, str(step["id"]))
         elif (answer := answer_of(step)) is not None and answer.reply_to in turns:
             if answer.ending == NOT_SENT:
                 del turns[answer.reply_to]
@@ -193,9 +193,9 @@ def conversation_of(steps: Sequence[Step]) -> Conversation:
     return Conversation(list(turns.values()))
 
 
-def conversation_before(tree: Branches, question_id: str) -> Conversation:
-    """What the model sees before a question: the branch leading to it."""
-    return conversation_of([tree.steps[i] for i in tree.up_to(tree.parents[question_id])])
+def conversation_before(tree: Branches, question_id: str, seen: Callable[[Step], str] = as_seen) -> Conversation:
+    """What the model sees before a question: the branch leading to it (`seen`: a question as the model read it)."""
+    return conversation_of([tree.steps[i] for i in tree.up_to(tree.parents[question_id])], seen)
 
 
 def kept_from(tree: Branches, question_id: str) -> int:

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 
 class Coalescer:
-    """Sends a delta at once if `interval` seconds passed since the last send, else holds it for the next."""
+    """Sends a delta at once if `interval` seconds passed since the last send ended, else holds it for the next."""
 
     def __init__(
         self, send: Callable[[str], Awaitable[object]], interval: float, clock: Callable[[], float] = time.perf_counter
@@ -31,6 +31,8 @@ class Coalescer:
             return
         text = "".join(self._pending)
         self._pending.clear()
-        self._last_sent = self._clock()
         self.sends += 1
         await self._send(text)
+        # From the send's end: a page update slower than the interval (a busy event loop) is not followed by one per
+        # delta, which would make it busier; the deltas read meanwhile go in the next one.
+        self._last_sent = self._clock()

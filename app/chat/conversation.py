@@ -77,6 +77,12 @@ class Conversation:
         return messages
 
 
+def answer_room(max_tokens: int, window: int) -> int:
+    """The answer the documents' budgets keep room for: max_tokens, but at most half the window (a max_tokens at or
+    above the window would leave a file or passages none)."""
+    return min(max_tokens, window // 2) if window > 0 else max_tokens
+
+
 async def plan_request(
     conversation: Conversation,
     *,

@@ -16,7 +16,7 @@ from app.chat.token_bound import content_bound
 
 # The longest fact one keeps: a short line about oneself, not a document.
 FACT_MAX_CHARS = 500
-TextCounter = Callable[[str], Awaitable[int]]
+TextCounter = Callable[[Sequence[str]], Awaitable[list[int]]]
 # "remember …", "Remember: …", "please remember that …"; "记住…", "请记住…" (a colon or comma, full-width too, may
 # follow). A question is not a fact.
 SEPARATOR = r"(?:\s*[:,\uff1a\uff0c]\s*|\s+)"
@@ -52,7 +52,7 @@ async def recalled(heading: str, facts: Sequence[str], cap: int, count: TextCoun
 
     async def fits(n: int) -> bool:
         text = rendered(heading, facts[:n])
-        return content_bound(text) <= cap or await count(text) <= cap
+        return content_bound(text) <= cap or (await count([text]))[0] <= cap
 
     if cap <= 0:
         return ""

@@ -1,19 +1,25 @@
-"""Passages of a chat's documents put before a question: as many of the best as the room allows, counted exactly."""
+"""Passages of a chat's documents put before a question: the strong ones its budget holds, each sent once a chat."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.chat.attachments import UNSAFE_IN_NAME, fenced
-from app.chat.branches import Branches, is_question
-from app.chat.conversation import Conversation, TokenCounter, most_that_fit
+from app.chat.branches import Branches, answer_of, is_question
+from app.chat.token_bound import content_bound
 
 # Answer metadata key of the passages the model was given: which document, page and passage, not their text.
 SOURCES_KEY = "sources"
-# The best-ranked passages a question is offered; those that fit the room are sent.
+# The best-ranked passages a question is offered; the strong ones its budget holds are sent.
 CANDIDATES = 24
+# A candidate scoring under this share of the best one's is left out: it matched a few common words of the
+# question, not what sets it apart (docs/documents.md, "How many passages").
+WEAKEST = 0.6
+INTRO = "Passages from the documents of this chat (use them to answer; say which [n] you used):"
+QUESTION = "Question: "
+JOINT = "\n\n"
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,11 @@ class Passage:
     page: int | None
     heading: str
     text: str
+    # Its block's tokens (its heading line and fenced text, as its document was named) by the model server's
+    # tokenizer, counted once when it was kept (None: the server did not answer then, a bound stands in).
+    tokens: int | None = None
+    # Its search score as a share of the best candidate's (1: the best): how it ranked, not what it is.
+    strength: float = field(default=1.0, compare=False)
 
     def as_source(self) -> dict[str, Any]:
         """What an answer keeps of a passage it was given."""
@@ -41,11 +52,22 @@ class Source:
     heading: str
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The passages a question gets, in reading order; `crowded_out`: there were some, and none fit its room."""
+
+    passages: list[Passage]
+    crowded_out: bool = False
+
+
 class Finder(Protocol):
     """A chat's documents, searched."""
 
     async def find(self, texts: Sequence[str], limit: int) -> list[Passage]:
         """The chat's passages that best match the texts (the first weighs most), best first; [] without documents."""
+
+    async def passages(self, ids: Sequence[int]) -> dict[int, Passage]:
+        """The user's passages by id (one not theirs, or gone, left out)."""
 
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:
         """The whole texts of the user's documents read whole, by id (one not theirs, or gone, left out)."""
@@ -65,13 +87,27 @@ def sources_of(step: Mapping[str, Any]) -> list[Source]:
     ]
 
 
+def given_before(tree: Branches, question_id: str) -> dict[str, list[int]]:
+    """The passages each earlier question on the branch was given, by id in the order its prompt held them."""
+    given: dict[str, list[int]] = {}
+    for message_id in tree.up_to(tree.parents[question_id]):
+        step = tree.steps[message_id]
+        if (answer := answer_of(step)) is not None and (sources := sources_of(step)):
+            given[answer.reply_to] = [source.passage for source in sources]
+    return given
+
+
 def with_passages(passages: Sequence[Passage], question: str) -> str:
     """The question after the passages, each under its document's name and page, in reading order."""
     if not passages:
         return question
-    blocks = [f"[{n}] {heading_of(passage)}\n{fenced(passage.text)}" for n, passage in enumerate(passages, start=1)]
-    intro = "Passages from the documents of this chat (use them to answer; say which [n] you used):"
-    return "\n\n".join([intro, *blocks, f"Question: {question}"])
+    blocks = [block(passage, n) for n, passage in enumerate(passages, start=1)]
+    return JOINT.join([INTRO, *blocks, f"{QUESTION}{question}"])
+
+
+def block(passage: Passage, number: int = CANDIDATES) -> str:
+    """A passage as the model reads it: its number, its document's name, page and heading, its text fenced."""
+    return f"[{number}] {heading_of(passage)}\n{fenced(passage.text)}"
 
 
 def heading_of(passage: Passage) -> str:
@@ -84,21 +120,36 @@ def heading_of(passage: Passage) -> str:
     return ", ".join(parts)
 
 
-async def fitting(
-    candidates: Sequence[Passage], question: str, system_prompt: str, room: int, count: TokenCounter
-) -> list[Passage]:
-    """The most of the best-ranked candidates that fit the room with the question, in reading order.
+def chosen(candidates: Sequence[Passage], room: int, held: Sequence[Passage]) -> Choice:
+    """The strong candidates, best first, that fit `room` tokens together, in reading order; none the prompt already
+    holds (the same passage, or the same text in another document).
 
-    A search over how many: each count is exact and costs a request, and adding a passage only adds tokens.
+    Each costs its counted tokens and a bound on its heading line; a long one that does not fit leaves the room to
+    shorter ones after it.
     """
+    ids, texts = {passage.id for passage in held}, {same_text(passage.text) for passage in held}
+    taken, used, crowded = [], content_bound(INTRO) + content_bound(QUESTION), False
+    for passage in candidates:
+        if passage.strength < WEAKEST or passage.id in ids or same_text(passage.text) in texts:
+            continue
+        if used + cost(passage) > room:
+            crowded = True
+            continue
+        taken.append(passage)
+        used += cost(passage)
+        ids.add(passage.id)
+        texts.add(same_text(passage.text))
+    return Choice(sorted(taken, key=lambda passage: passage.id), crowded and not taken)
 
-    async def fits(n: int) -> bool:
-        chosen = sorted(candidates[:n], key=lambda passage: passage.id)
-        return await count(Conversation().messages(system_prompt, with_passages(chosen, question))) <= room
 
-    # fits(0) is taken as true: the question alone is the budget's business.
-    taken = await most_that_fit(fits, len(candidates))
-    return sorted(candidates[:taken], key=lambda passage: passage.id)
+def cost(passage: Passage) -> int:
+    """The prompt tokens a passage takes: its block's as counted (else a bound on them), and the joint before it."""
+    return (passage.tokens if passage.tokens is not None else content_bound(block(passage))) + content_bound(JOINT)
+
+
+def same_text(text: str) -> str:
+    """A passage's text as two copies of it compare (spacing aside)."""
+    return " ".join(text.split())
 
 
 def asked_before(tree: Branches, question_id: str) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
@@ -14,19 +16,23 @@ from typing import Protocol
 from app import metrics
 from app.chat.attachments import Attachment, as_seen, attachments_of, compose, overflowing, read_in
 from app.chat.backend import Backend, ModelInfo, Sampling
-from app.chat.branches import NOT_SENT, Branches, conversation_before, kept_from
+from app.chat.branches import NOT_SENT, Branches, Step, conversation_before, kept_from
 from app.chat.coalesce import Coalescer
-from app.chat.conversation import MIN_REPLY_TOKENS, Conversation, Ending, Message, Plan, plan_messages, plan_request
-from app.chat.passages import CANDIDATES, Finder, Passage, asked_before, fitting, with_passages
+from app.chat.conversation import Conversation, Ending, Message, Plan, answer_room, plan_messages, plan_request
+from app.chat.passages import CANDIDATES, Finder, Passage, asked_before, chosen, given_before, with_passages
 from app.chat.preferences import Preferences
 from app.chat.stats import AnswerStats
-from app.config import DEFAULT_DOCUMENT_SHARE, DEFAULT_LOW_WATER
+from app.chat.token_bound import content_bound
+from app.config import DEFAULT_DOCUMENT_SHARE, DEFAULT_DOCUMENT_TOKENS, DEFAULT_LOW_WATER
 from app.errors import ChatError, Problem
 
 # The page update of an answer after which it counts as streaming (the first one is its first words).
 STREAMING_FROM_UPDATE = 2
 # Refusals of the budget: no request was sent for these, so the model saw nothing.
 NOT_SENT_PROBLEMS = (Problem.MESSAGE_TOO_LONG, Problem.FILE_TOO_LONG)
+# Whether a file fits whole is first counted on its first characters, this many per token of the limit: a text
+# averages fewer (English about 4, code 3, Chinese under 2), so the cut alone is already past a limit it is past.
+CUT_CHARACTERS_PER_TOKEN = 6
 
 
 class Listener(Protocol):
@@ -60,6 +66,18 @@ class Planned:
     model: ModelInfo
     plan: Plan
     passages: list[Passage]
+    # The chat's documents had passages for the question, and none fit the room its answer leaves.
+    crowded_out: bool = False
+
+
+def seen_with(given: Mapping[str, Sequence[Passage]], step: Step) -> str:
+    """A question as the model read it: after the passages it was given, as its prompt held them."""
+    return with_passages(given.get(str(step["id"]), ()), as_seen(step))
+
+
+def held_from(conversation: Conversation, given: Mapping[str, Sequence[Passage]], start: int) -> list[Passage]:
+    """The passages the prompt already holds when it starts at turn `start`: those its questions were given."""
+    return [passage for turn in conversation.turns[start:] for passage in given.get(turn.message_id, ())]
 
 
 @dataclass(frozen=True)
@@ -76,18 +94,34 @@ class Reply:
     finder: Finder | None = None
     # The share of the prompt's room a question's passages may fill (DOCUMENT_SHARE); earlier turns get the rest.
     document_share: float = DEFAULT_DOCUMENT_SHARE
+    # The most tokens a question's passages take, the server's prefill budget (DOCUMENT_TOKENS; 0: the share alone).
+    document_tokens: int = DEFAULT_DOCUMENT_TOKENS
     # The chat's id, sent with its requests: a router keeps the chat on the server that holds its prefix.
     chat_key: str = ""
     # The sampling seed a client asked for (None: the server's own randomness).
     seed: int | None = None
 
     async def plan(self, branches: Branches, question_id: str) -> Planned:
-        """The model, and the request for the branch up to the question; ChatError when none can be sent."""
+        """The model, and the request for the branch up to the question; ChatError when none can be sent.
+
+        Each earlier question is sent with the passages it was given, where they were, so the prompt begins with the
+        previous one (the server's prefix cache holds it); the question gets the strong passages the prompt does not
+        hold yet. When the budget leaves out older turns, the passages they held may be given again.
+        """
         with counted_if_refused():
             branches = await self._read_in(branches, question_id)
             model = await self.backend.model()
-            passages = await self._passages(branches, question_id, model)
-            return Planned(model, await self._fit(branches, question_id, model, passages), passages)
+            given = await self._given(branches, question_id)
+            conversation = conversation_before(branches, question_id, functools.partial(seen_with, given))
+            candidates, room = await self._candidates(branches, question_id, model)
+            start = kept_from(branches, question_id)
+            choice = chosen(candidates, room, held_from(conversation, given, start))
+            question = branches.steps[question_id]
+            plan = await self._fit(conversation, question, model, choice.passages, start=start)
+            if candidates and plan.dropped_turns > start:
+                choice = chosen(candidates, room, held_from(conversation, given, plan.dropped_turns))
+                plan = await self._fit(conversation, question, model, choice.passages, start=plan.dropped_turns)
+            return Planned(model, plan, choice.passages, choice.crowded_out)
 
     async def plan_given(self, messages: list[Message]) -> Planned:
         """The model, and the request for messages a client gave (an API call), fitted to the window as they are."""
@@ -119,49 +153,71 @@ class Reply:
         steps = {i: read_in(step, texts) if i in path else step for i, step in branches.steps.items()}
         return dataclasses.replace(branches, steps=steps)
 
+    async def _given(self, branches: Branches, question_id: str) -> dict[str, list[Passage]]:
+        """The passages each earlier question on the branch was given, by question (one since deleted left out)."""
+        recorded = given_before(branches, question_id)
+        if self.finder is None or not recorded:
+            return {}
+        found = await self.finder.passages(sorted({passage for ids in recorded.values() for passage in ids}))
+        return {question: [found[i] for i in ids if i in found] for question, ids in recorded.items()}
+
     async def too_long_to_read(self, files: Sequence[Attachment], typed: str) -> list[int]:
         """Which files to keep as documents and search: the longest first, until the rest fit the window whole.
 
-        The limit is the one the budget sets for a message alone (room for at least a short reply), so a file read
-        whole before is read whole still.
+        Whole, the message leaves room for a real answer (max_tokens, at most half the window). A message is
+        counted only where the bound leaves it in doubt, and first with each file cut to a few times the limit's
+        characters: a file that long is surely too long (a cut text has no more tokens), which a count of the whole
+        file (tens of thousands of tokens) would only confirm.
         """
         model, prefs, count = await self.backend.model(), self.preferences, self.backend.count_prompt_tokens
-        limit = model.max_model_len - min(prefs.max_tokens, MIN_REPLY_TOKENS)
+        limit = model.max_model_len - answer_room(prefs.max_tokens, model.max_model_len)
         whole = list(range(len(files)))
         while whole and model.max_model_len > 0:
             message = Conversation().messages(prefs.system_prompt, compose([files[i] for i in whole], typed))
-            at_most = await self.backend.prompt_bound(message)  # spares the count of a file that surely fits
-            if (at_most is not None and at_most <= limit) or await count(message) <= limit:
+            at_most = await self.backend.prompt_bound(message)
+            if at_most is not None and at_most <= limit:
+                break
+            most = CUT_CHARACTERS_PER_TOKEN * limit
+            cut = [dataclasses.replace(files[i], text=files[i].text[:most]) for i in whole]
+            at_least = await count(Conversation().messages(prefs.system_prompt, compose(cut, typed)))
+            if at_least <= limit and (cut == [files[i] for i in whole] or await count(message) <= limit):
                 break
             whole.remove(max(whole, key=lambda i: len(files[i].text)))
         return [i for i in range(len(files)) if i not in whole]
 
-    async def _passages(self, branches: Branches, question_id: str, model: ModelInfo) -> list[Passage]:
-        """The best passages of the chat's documents for the question (and the one before it) that fit their room."""
-        if self.finder is None:
-            return []
+    async def _candidates(self, branches: Branches, question_id: str, model: ModelInfo) -> tuple[list[Passage], int]:
+        """The best-ranked passages of the chat's documents for the question (and the one before it), and the tokens
+        its passages may take: the server's prefill budget, within DOCUMENT_SHARE of the room the answer leaves."""
         question = branches.steps[question_id]
+        if self.finder is None:
+            return [], 0
         typed = str(question.get("output") or "")
         candidates = await self.finder.find([typed, asked_before(branches, question_id)], CANDIDATES)
         if not candidates:
-            return []
-        room = int(self.document_share * max(model.max_model_len - self.preferences.max_tokens, 0))
-        count = self.backend.count_prompt_tokens
-        return await fitting(candidates, as_seen(question), self.preferences.system_prompt, room, count)
+            return [], 0
+        prefs, window, budget = self.preferences, model.max_model_len, self.document_tokens or sys.maxsize
+        if window <= 0:  # an unknown window: no room to take a share of
+            return candidates, budget
+        alone = Conversation().messages(prefs.system_prompt, as_seen(question))
+        asked = await self.backend.prompt_bound(alone) or sum(content_bound(m["content"]) for m in alone)
+        room = int(self.document_share * (window - answer_room(prefs.max_tokens, window))) - asked
+        return candidates, min(budget, room)
 
-    async def _fit(self, branches: Branches, question_id: str, model: ModelInfo, passages: list[Passage]) -> Plan:
-        """The branch fitted into the window; a question too long for it names its file."""
-        prefs, question = self.preferences, branches.steps[question_id]
+    async def _fit(
+        self, conversation: Conversation, question: Step, model: ModelInfo, passages: list[Passage], *, start: int
+    ) -> Plan:
+        """The branch fitted into the window, starting at turn `start` if it can; a question too long names its file."""
+        prefs = self.preferences
         try:
             return await plan_request(
-                conversation_before(branches, question_id),
+                conversation,
                 system_prompt=prefs.system_prompt,
                 user_text=with_passages(passages, as_seen(question)),
                 max_tokens=prefs.max_tokens,
                 window=model.max_model_len,
                 count=self.backend.count_prompt_tokens,
                 bound=self.backend.prompt_bound,
-                kept_from=kept_from(branches, question_id),
+                kept_from=start,
                 low_water=self.low_water,
             )
         except ChatError as error:
@@ -188,7 +244,7 @@ class Reply:
             said.append(text)
             await listener.words(text)
 
-        ending, failure, tokens, prompt_tokens, cached, finish = Ending.COMPLETE, None, None, None, None, None
+        ending, failure, opened = Ending.COMPLETE, None, None
         batcher = Coalescer(show, self.stream_interval_s)
         started = first_token_at = time.perf_counter()
         got_token, told_streaming = False, False
@@ -197,6 +253,8 @@ class Reply:
                 self.backend.stream_chat(plan.messages, sampling, self.chat_key) as stream,
                 aclosing(stream.__aiter__()) as deltas,
             ):
+                opened = stream
+                # Per piece of text read: nothing here may cost per token (the stream counts them as it parses).
                 async for delta in deltas:
                     if not got_token:
                         got_token, first_token_at = True, time.perf_counter()
@@ -204,14 +262,15 @@ class Reply:
                     if not told_streaming and batcher.sends == STREAMING_FROM_UPDATE:
                         told_streaming = True
                         await listener.streaming()
-                    tokens, prompt_tokens = stream.completion_tokens, stream.prompt_tokens
-                tokens, prompt_tokens, cached = stream.completion_tokens, stream.prompt_tokens, stream.cached_tokens
-                finish = stream.finish_reason
         except asyncio.CancelledError:
             ending = Ending.STOPPED
         except ChatError as error:
             ending, failure = Ending.FAILED, error
         await batcher.flush()
+        # The counts of what was read, the cache's only of an answer that ended well.
+        tokens = opened.completion_tokens if opened else None
+        prompt_tokens = opened.prompt_tokens if opened else None
+        cached = opened.cached_tokens if opened and ending is Ending.COMPLETE else None
         stats = AnswerStats(
             ttft_s=first_token_at - started if got_token else None,
             tokens=tokens,
@@ -223,6 +282,7 @@ class Reply:
             cached_tokens=cached,
         )
         measure(stats, ending)
+        finish = opened.finish_reason if opened else None
         return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens, finish)
 
 

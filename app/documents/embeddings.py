@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import openai
@@ -55,15 +56,33 @@ def unit(vector: Sequence[float]) -> np.ndarray:
     return array / norm if norm else array
 
 
-def nearest(query: bytes, stored: Sequence[tuple[int, bytes]], limit: int) -> list[int]:
-    """The ids of the stored vectors closest to the query's, closest first (vectors of another size left out)."""
+@dataclass(frozen=True)
+class Vectors:
+    """A document's passages' vectors: their ids, and a matrix of one unit vector a row (float32)."""
+
+    ids: list[int]
+    matrix: np.ndarray
+
+
+def vectors_of(stored: Sequence[tuple[int, bytes]]) -> Vectors:
+    """A document's stored vectors as one matrix (all of one size: one model embedded them)."""
+    if not stored:
+        return Vectors([], np.zeros((0, 0), dtype=np.float32))
+    matrix = np.frombuffer(b"".join(vector for _, vector in stored), dtype=np.float32).reshape(len(stored), -1)
+    return Vectors([passage for passage, _ in stored], matrix)
+
+
+def nearest(query: bytes, documents: Sequence[Vectors]) -> list[tuple[int, float]]:
+    """The ids of the documents' passages by their vectors' cosine with the query's, closest first (vectors of
+    another size than the query's left out), each with its cosine."""
     wanted = np.frombuffer(query, dtype=np.float32)
-    same = [(passage, vector) for passage, vector in stored if len(vector) == len(query)]
+    same = [document for document in documents if document.matrix.shape[1:] == wanted.shape]
     if not same:
         return []
-    matrix = np.frombuffer(b"".join(vector for _, vector in same), dtype=np.float32).reshape(len(same), -1)
-    order = np.argsort(-(matrix @ wanted), kind="stable")[:limit]
-    return [same[i][0] for i in order]
+    ids = [passage for document in same for passage in document.ids]
+    cosines = np.concatenate([document.matrix @ wanted for document in same])
+    order = np.argsort(-cosines, kind="stable")
+    return [(ids[i], float(cosines[i])) for i in order]
 
 
 def fused(*rankings: Sequence[int]) -> list[int]:

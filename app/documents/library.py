@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import hashlib
+import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -14,19 +17,24 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from app.chat.attachments import Attachment
-from app.chat.passages import Passage
-from app.documents.embeddings import Embedder, fused, nearest
-from app.documents.split import pieces
-from app.errors import HistoryUnavailable
+from app.chat.attachments import Attachment, in_worker
+from app.chat.passages import Passage, block
+from app.documents.embeddings import Embedder, Vectors, fused, nearest, vectors_of
+from app.documents.split import pieces, without_margins
+from app.errors import ChatError, HistoryUnavailable
 from app.history import passage_index
 from app.history.schema import chat_documents, documents, passages, project_documents, timestamp, user_row, users
 from app.history.writes import Writer
-from app.terms import indexed, query_terms
+from app.terms import query_terms, words
 
 # Passages indexed per transaction: a long document's never keeps the chats' writes waiting for long.
 PASSAGES_PER_TRANSACTION = 200
+# Documents whose passages' vectors stay in memory (a kept document's never change): a question then reads none of
+# them from the database. A 1 000-page document's are about 8 MB with a 1 024-dimension model.
+CACHED_DOCUMENTS = 16
 Result = TypeVar("Result")
+TextCounter = Callable[[Sequence[str]], Awaitable[list[int]]]
+logger = logging.getLogger(__name__)
 
 
 def in_transaction(engine: Engine, work: Callable[[Connection], Result]) -> Result:
@@ -68,20 +76,27 @@ class Kept:
 
 
 def passage_rows(document_id: str, file: Attachment) -> list[dict[str, Any]]:
-    """A file's passages as rows, segmented for the index (blocking: run in a thread)."""
+    """A file's passages as rows, its pages' running headers and footers left out, segmented for the index (blocking:
+    run in_worker)."""
     paged = bool(file.pages)
-    found = pieces(file.pages if paged else [file.text], paged=paged)
-    return [
-        {
-            "document_id": document_id,
-            "ordinal": ordinal,
-            "page": piece.page,
-            "heading": piece.heading,
-            "text": piece.text,
-            "terms": indexed(f"{piece.heading}\n{piece.text}"),
-        }
-        for ordinal, piece in enumerate(found)
-    ]
+    found = pieces(without_margins(file.pages) if paged else [file.text], paged=paged)
+    rows = []
+    for ordinal, piece in enumerate(found):
+        held = words(f"{piece.heading}\n{piece.text}")
+        row = {"document_id": document_id, "ordinal": ordinal, "page": piece.page, "heading": piece.heading}
+        rows.append(row | {"text": piece.text, "terms": " ".join(held), "length": len(held)})
+    return rows
+
+
+def digest_of(file: Attachment) -> str:
+    """What tells a file's text from any other's: its SHA-256."""
+    return hashlib.sha256(file.text.encode()).hexdigest()
+
+
+def relative(ranked: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Each ranked passage's score as a share of the best one's (1: as good as the best)."""
+    best = max((score for _, score in ranked), default=0.0)
+    return {passage: score / best if best > 0 else 0.0 for passage, score in ranked}
 
 
 def meant(row: dict[str, Any]) -> str:
@@ -102,10 +117,21 @@ def searched_scope(user: str, thread_id: str, project_id: str | None) -> sa.Sele
 class Library:
     """A user's documents; nothing here reads or writes another user's."""
 
-    def __init__(self, writer: Writer, *, most_bytes: int, per_chat: int, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        writer: Writer,
+        *,
+        most_bytes: int,
+        per_chat: int,
+        embedder: Embedder | None = None,
+        count: TextCounter | None = None,
+    ) -> None:
         self.writer = writer
         # The operator's embedding model (None: keyword search alone).
         self.embedder = embedder
+        # The model server's token count of texts (None: passages kept uncounted, a bound stands in).
+        self.count = count
+        self._vectors = functools.lru_cache(maxsize=CACHED_DOCUMENTS)(self._document_vectors)
         # The most bytes of uploaded files one user keeps (LIBRARY_MAX_MB).
         self.most_bytes = most_bytes
         # The most documents one chat searches (DOCUMENTS_PER_CHAT).
@@ -114,16 +140,27 @@ class Library:
     async def keep(self, user: str, thread_id: str, file: Attachment, *, whole: bool = False) -> Kept:
         """A file kept as a document of the user's, split and indexed; one read whole keeps its text too.
 
-        A document too long to read whole is searched by the chat it was uploaded in from now on. Its passages go
-        in by chunks, each a transaction of its own beside the chat's writes (a long one never holds them up); the
-        document is listed and searched once all are in, and gone again if they cannot all go in.
+        A document too long to read whole is searched by the chat it was uploaded in from now on. The same text kept
+        before by the user is that document again. A new one is split in a worker process, each passage's tokens
+        counted by the model server once; its passages go in by chunks, each a transaction of its own beside the
+        chat's writes (a long one never holds them up); the document is listed and searched once all are in, and
+        gone again if they cannot all go in.
         """
+        digest = await asyncio.to_thread(digest_of, file)
+        again = functools.partial(self._again, user=user, thread_id=thread_id, digest=digest, file=file, whole=whole)
+        if (kept_before := await self._transaction("keep a document", again)) is not None:
+            return kept_before
         document_id = str(uuid.uuid4())
-        rows = await asyncio.to_thread(passage_rows, document_id, file)
+        rows = await in_worker(passage_rows, document_id, file)
+        blocks = [block(Passage(0, file.name, row["page"], row["heading"], row["text"])) for row in rows]
+        tokens = await self._counted(blocks)
         vectors: list[bytes | None] = [None] * len(rows)
         if self.embedder is not None and rows:
             vectors = list(await self.embedder.embed([meant(row) for row in rows]) or vectors)
-        rows = [row | {"embedding": vector} for row, vector in zip(rows, vectors, strict=True)]
+        rows = [
+            row | {"embedding": vector, "tokens": count}
+            for row, vector, count in zip(rows, vectors, tokens, strict=True)
+        ]
 
         def begin(connection: Connection) -> Outcome:
             user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == user)).scalar()
@@ -136,7 +173,13 @@ class Library:
                 return Outcome.CHAT_FULL
             pages = len(file.pages) or 1
             row = {"id": document_id, "user_id": user_id, "name": file.name[:255], "type": file.type[:255]}
-            row |= {"bytes": file.size, "pages": pages, "thread_id": thread_id, "created_at": timestamp()}
+            row |= {
+                "bytes": file.size,
+                "pages": pages,
+                "thread_id": thread_id,
+                "created_at": timestamp(),
+                "digest": digest,
+            }
             connection.execute(sa.insert(documents), row | {"text": file.text if whole else None, "complete": False})
             return Outcome.KEPT
 
@@ -160,6 +203,44 @@ class Library:
                 await self._transaction("remove a document not kept", lambda c: passage_index.remove(c, [document_id]))
             raise
         return Kept(Outcome.KEPT, document_id, len(rows))
+
+    def _again(
+        self, connection: Connection, *, user: str, thread_id: str, digest: str, file: Attachment, whole: bool
+    ) -> Kept | None:
+        """The user's document of the same text, kept for this upload too (None: they have none).
+
+        Searched, it is searched by this chat too; read whole, it gets its text if it had none. Kept by two chats,
+        it no longer goes with the one it was uploaded in: it stays until its user deletes it.
+        """
+        same = sa.select(documents.c.id, documents.c.text, documents.c.thread_id).where(
+            documents.c.user_id == user_row(user), documents.c.digest == digest, documents.c.complete
+        )
+        found = connection.execute(same).first()
+        if found is None:
+            return None
+        this = documents.c.id == found.id
+        if whole and found.text is None:
+            connection.execute(sa.update(documents).where(this).values(text=file.text))
+        there = chat_documents.c.thread_id == thread_id, chat_documents.c.document_id == found.id
+        if not whole and connection.execute(sa.select(chat_documents.c.thread_id).where(*there)).first() is None:
+            if self._chat_full(connection, thread_id):
+                return Kept(Outcome.CHAT_FULL)
+            row = {"thread_id": thread_id, "document_id": found.id, "added_at": timestamp()}
+            connection.execute(sa.insert(chat_documents), row)
+        if found.thread_id not in (None, thread_id):
+            connection.execute(sa.update(documents).where(this).values(thread_id=None))
+        held = sa.select(sa.func.count()).select_from(passages).where(passages.c.document_id == found.id)
+        return Kept(Outcome.KEPT, found.id, connection.execute(held).scalar_one())
+
+    async def _counted(self, texts: list[str]) -> list[int | None]:
+        """Each text's tokens by the model server; None for each when it does not answer (said in the log)."""
+        if self.count is None or not texts:
+            return [None] * len(texts)
+        try:
+            return list(await self.count(texts))
+        except ChatError as error:
+            logger.warning("Documents: the model server did not count the passages (%s); a bound stands in", error)
+            return [None] * len(texts)
 
     async def _transaction(self, what: str, work: Callable[[Connection], Result]) -> Result:
         """Work in a transaction on a connection of its own, outside the chat writer's queue."""
@@ -239,12 +320,17 @@ class Library:
         asked = await self.embedder.embed(["\n".join(text for text in texts if text)]) if self.embedder else None
 
         def work(connection: Connection) -> list[Passage]:
-            ids = passage_index.search(connection, terms, scope, limit)
+            ranked = passage_index.search(connection, terms, scope, limit)
+            strength = relative(ranked)
+            ids = [passage for passage, _ in ranked]
             if asked:
-                near = nearest(asked[0], self._vectors(connection, scope), limit)
-                ids = fused(ids, near)[:limit]
+                cached = [self._vectors(document) for document in connection.execute(scope).scalars()]
+                near = nearest(asked[0], cached)[:limit]
+                ids = fused(ids, [passage for passage, _ in near])[:limit]
+                closeness = relative(near)
+                strength = {i: max(strength.get(i, 0.0), closeness.get(i, 0.0)) for i in ids}
             found = {passage.id: passage for passage in self._passages(connection, ids)}
-            return [found[i] for i in ids if i in found]
+            return [dataclasses.replace(found[i], strength=strength[i]) for i in ids if i in found]
 
         result: list[Passage] = await self.writer.read("search your documents", work)
         return result
@@ -257,35 +343,45 @@ class Library:
         rows = await self.writer.read("read your documents", lambda connection: connection.execute(query).all())
         return {row.id: row.text for row in rows}
 
-    async def passage(self, user: str, passage_id: int) -> Passage | None:
-        """One passage of the user's documents (None: no such passage of theirs)."""
-        mine = sa.select(documents.c.id).where(documents.c.user_id == user_row(user))
+    async def passages(
+        self, user: str, passage_ids: Sequence[int], scope: sa.Select[Any] | None = None
+    ) -> dict[int, Passage]:
+        """Passages of the user's documents by id, of those in `scope` if given (one not theirs, or gone, left out)."""
+        mine = scope if scope is not None else sa.select(documents.c.id).where(documents.c.user_id == user_row(user))
 
         def work(connection: Connection) -> list[Passage]:
-            return self._passages(connection, [passage_id], mine)
+            return self._passages(connection, passage_ids, mine)
 
-        found: list[Passage] = await self.writer.read("open a passage", work)
-        return found[0] if found else None
+        found: list[Passage] = await self.writer.read("read your passages", work)
+        return {passage.id: passage for passage in found}
 
-    @staticmethod
-    def _vectors(connection: Connection, scope: sa.Select[Any]) -> list[tuple[int, bytes]]:
-        """The stored vectors of the passages in scope."""
+    async def passage(self, user: str, passage_id: int) -> Passage | None:
+        """One passage of the user's documents (None: no such passage of theirs)."""
+        return (await self.passages(user, [passage_id])).get(passage_id)
+
+    def _document_vectors(self, document_id: str) -> Vectors:
+        """A document's passages' vectors, read on a connection of its own (cached by `_vectors`: they never change)."""
         query = sa.select(passages.c.id, passages.c.embedding).where(
-            passages.c.document_id.in_(scope), passages.c.embedding.is_not(None)
+            passages.c.document_id == document_id, passages.c.embedding.is_not(None)
         )
-        return [(row.id, row.embedding) for row in connection.execute(query)]
+        with self.writer.engine.connect() as connection:
+            return vectors_of([(row.id, row.embedding) for row in connection.execute(query)])
 
     @staticmethod
     def _passages(connection: Connection, ids: Sequence[int], scope: sa.Select[Any] | None = None) -> list[Passage]:
         """Passages by id, with their documents' names."""
         query = (
-            sa.select(passages.c.id, documents.c.name, passages.c.page, passages.c.heading, passages.c.text)
+            sa.select(
+                passages.c.id, documents.c.name, passages.c.page, passages.c.heading, passages.c.text, passages.c.tokens
+            )
             .join(documents, documents.c.id == passages.c.document_id)
             .where(passages.c.id.in_(list(ids)))
         )
         if scope is not None:
             query = query.where(passages.c.document_id.in_(scope))
-        return [Passage(row.id, row.name, row.page, row.heading, row.text) for row in connection.execute(query)]
+        return [
+            Passage(row.id, row.name, row.page, row.heading, row.text, row.tokens) for row in connection.execute(query)
+        ]
 
     def finder(
         self, user: str, thread_id: str, *, searches: bool, known: dict[str, str], project_id: str | None = None
@@ -324,6 +420,15 @@ class ChatDocuments:
         with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
             return await self.library.find(self.user, self.thread_id, texts, limit, self.project_id)
         return []
+
+    async def passages(self, ids: Sequence[int]) -> dict[int, Passage]:
+        if not ids:
+            return {}
+        with contextlib.suppress(HistoryUnavailable):  # logged by the store: the answer goes on without them
+            # Of the documents the chat searches now: a chat moved out of a project no longer reads its passages.
+            scope = searched_scope(self.user, self.thread_id, self.project_id)
+            return await self.library.passages(self.user, ids, scope)
+        return {}
 
     async def texts(self, documents: Sequence[str]) -> dict[str, str]:
         missing = [document for document in documents if document not in self.known]

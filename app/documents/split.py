@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,12 @@ MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+\S")
 # A heading without markup: one short line that does not end like a sentence (PDFs lose the markup).
 HEADING_MOST_CHARS = 80
 NOT_A_HEADING_END = tuple(".。!！?？,，;；:：")
+# Running headers and footers: a line among a page's first or last few that most pages share (their numbers aside:
+# "Page 12 of 90") is the page's margin, not its text; left in, it would be in every passage.
+EDGE_LINES = 2
+RUNNING_SHARE = 0.5
+RUNNING_FEWEST_PAGES = 3
+NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,30 @@ def pieces(pages: Sequence[str], *, paged: bool) -> list[Piece]:
     for number, page in enumerate(pages, start=1):
         heading = page_pieces(page, number if paged else None, heading, found)
     return found
+
+
+def without_margins(pages: Sequence[str]) -> list[str]:
+    """The pages without their running headers and footers: edge lines the same on most pages, numbers aside."""
+    lines = [page.split("\n") for page in pages]
+    edges = [{index: margin_key(page[index]) for index in edge_lines(page)} for page in lines]
+    shared = Counter(key for page in edges for key in set(page.values()))
+    fewest = max(RUNNING_FEWEST_PAGES, RUNNING_SHARE * len(pages))
+    running = {key for key, count in shared.items() if count >= fewest}
+    return [
+        "\n".join(line for index, line in enumerate(page) if edge.get(index) not in running)
+        for page, edge in zip(lines, edges, strict=True)
+    ]
+
+
+def edge_lines(lines: Sequence[str]) -> set[int]:
+    """The indexes of a page's first and last few lines with text."""
+    filled = [index for index, line in enumerate(lines) if line.strip()]
+    return set(filled[:EDGE_LINES] + filled[-EDGE_LINES:])
+
+
+def margin_key(line: str) -> str:
+    """A line as pages repeat it: spaces and case aside, every number alike."""
+    return NUMBER.sub("#", " ".join(line.split()).casefold())
 
 
 def page_pieces(page: str, number: int | None, heading: str, found: list[Piece]) -> str:

@@ -78,7 +78,7 @@ def chats_of(user_id: str, query: Query) -> sa.Select[Any]:
 def find(connection: Connection, user_id: str, query: Query, limit: int) -> list[Found]:
     """The user's chats matching the query, best first, each with its best message and a snippet."""
     chats = chats_of(user_id, query)
-    terms = query_terms(query.text)
+    terms = list(query_terms(query.text))
     if not query.text.strip():  # filters alone: the chats they let through, newest first
         rows = connection.execute(
             sa.select(threads).where(threads.c.id.in_(chats)).order_by(threads.c.created_at.desc())

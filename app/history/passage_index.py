@@ -1,35 +1,48 @@
-"""The passages' full-text index in the database's own search: SQLite's FTS5, PostgreSQL's text search."""
+"""The passages' full-text index in the database's own search (SQLite's FTS5, PostgreSQL's text search), ranked alike.
+
+Each database finds the passages in scope holding a question's words and says how often each holds each word;
+the ranking (BM25) is computed here from those counts, the same way for both, with each word's rarity taken among
+the passages the chat searches only (not every user's, as FTS5's own bm25() would).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from app.history.schema import PASSAGE_TERMS, PASSAGE_TERMS_INDEX, chat_documents, documents, passages
+from app.history.schema import (
+    PASSAGE_TERMS,
+    PASSAGE_TERMS_VECTOR,
+    PASSAGE_TERMS_VOCABULARY,
+    chat_documents,
+    documents,
+    passages,
+)
 
-# SQLite: an FTS5 table whose rowid is the passage's id (BM25 ranking built in). unicode61 splits the
-# segmented terms at the spaces put between them and folds case and diacritics.
+# SQLite: an FTS5 table whose rowid is the passage's id (unicode61: the terms split at the spaces put between them,
+# case folded, diacritics kept as PostgreSQL's 'simple' configuration keeps them), and its `instance` vocabulary,
+# which says where each word is. PostgreSQL: the terms' tsvector ('simple': every word as it is) stored with each
+# passage under a GIN index. Both are made by the migrations (0009).
 SQLITE_TABLE = PASSAGE_TERMS
-SQLITE_CREATE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {SQLITE_TABLE} USING fts5(terms, tokenize='unicode61')"
-# PostgreSQL: a GIN index over the terms' tsvector; 'simple' keeps every word as it is (no English stemming,
-# which would also change Chinese words' neighbours), so both databases match the same words.
-POSTGRES_INDEX = PASSAGE_TERMS_INDEX
-POSTGRES_CREATE = f"CREATE INDEX IF NOT EXISTS {POSTGRES_INDEX} ON passages USING gin (to_tsvector('simple', terms))"
+SQLITE_VOCABULARY = PASSAGE_TERMS_VOCABULARY
+POSTGRES_VECTOR = PASSAGE_TERMS_VECTOR
+# BM25's constants, as FTS5's bm25() and most search engines use them.
+K1 = 0.9
+B = 0.4
 
 
-def create(connection: Connection) -> None:
-    """The index, for the database at hand."""
-    connection.execute(sa.text(SQLITE_CREATE if is_sqlite(connection) else POSTGRES_CREATE))
+class Occurrence(NamedTuple):
+    """How often a passage holds a word, and how many words the passage holds."""
 
-
-def drop(connection: Connection) -> None:
-    """The index gone (a migration's downgrade)."""
-    statement = f"DROP TABLE IF EXISTS {SQLITE_TABLE}" if is_sqlite(connection) else f"DROP INDEX {POSTGRES_INDEX}"
-    connection.execute(sa.text(statement))
+    passage: int
+    length: int
+    term: str
+    times: int
 
 
 def is_sqlite(connection: Connection) -> bool:
@@ -64,48 +77,59 @@ def remove(connection: Connection, document_ids: sa.Select[Any] | Sequence[str])
     connection.execute(sa.delete(documents).where(documents.c.id.in_(ids)))
 
 
-def search(connection: Connection, terms: Sequence[str], scope: sa.Select[Any], limit: int) -> list[int]:
-    """Ids of the passages of the documents in `scope` matching any of the terms, best ranked first."""
+def search(
+    connection: Connection, terms: Mapping[str, float], scope: sa.Select[Any], limit: int
+) -> list[tuple[int, float]]:
+    """The passages of the documents in `scope` holding any of the terms, best first, with their BM25 scores.
+
+    `terms`: each word with its weight (a word of the question before counts less than one of the question).
+    """
     if not terms:
         return []
     in_scope = passages.c.document_id.in_(scope)
+    found = occurrences(connection, list(terms), in_scope)
+    if not found:
+        return []
+    total, average = connection.execute(
+        sa.select(sa.func.count(), sa.func.avg(passages.c.length)).where(in_scope)
+    ).one()
+    return ranked(found, terms, int(total), float(average or 1), limit)
+
+
+def occurrences(connection: Connection, terms: Sequence[str], in_scope: Any) -> list[Occurrence]:
+    """Each passage in scope holding one of the terms: how often it holds each, and its length."""
     if is_sqlite(connection):
-        fts = sa.table(SQLITE_TABLE, sa.column("rowid"), sa.column("terms"))
-        # FTS5 query: each term a quoted string (a quote in it doubled), any of them.
-        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-        rank = sa.func.bm25(sa.literal_column(SQLITE_TABLE))
+        vocabulary = sa.table(SQLITE_VOCABULARY, sa.column("term"), sa.column("doc"))
         query = (
-            sa.select(passages.c.id)
-            .join(fts, fts.c.rowid == passages.c.id)
-            .where(sa.literal_column(SQLITE_TABLE).op("MATCH")(match), in_scope)
-            .order_by(rank, passages.c.id)  # bm25(): lower is better
+            sa.select(passages.c.id, passages.c.length, vocabulary.c.term, sa.func.count())
+            .join(passages, passages.c.id == vocabulary.c.doc)
+            .where(vocabulary.c.term.in_(terms), in_scope)
+            .group_by(passages.c.id, passages.c.length, vocabulary.c.term)
         )
     else:
-        # Written as the index's expression is, so that the index serves the query.
         simple: sa.ColumnElement[str] = sa.literal_column("'simple'")
-        vector = sa.func.to_tsvector(simple, passages.c.terms)
-        each = [sa.func.plainto_tsquery(simple, term) for term in terms]
-        weights = rarity(connection, vector, each, in_scope)
-        # PostgreSQL's ranking knows how often a word is in a passage, not how rare it is among them (BM25's
-        # IDF): each word's rank is weighed by its rarity in the chat's documents, so a distinctive word wins.
-        score: sa.ColumnElement[float] = sa.literal(0.0)
-        for weight, word in zip(weights, each, strict=True):
-            score = score + weight * sa.func.ts_rank(vector, word, 1)
-        # websearch syntax: any input is valid; "or" between words makes any of them match.
-        wanted = sa.func.websearch_to_tsquery(simple, " or ".join(terms))
-        query = sa.select(passages.c.id).where(vector.op("@@")(wanted), in_scope).order_by(score.desc(), passages.c.id)
-    return [row.id for row in connection.execute(query.limit(limit))]
+        vector: sa.ColumnElement[Any] = sa.literal_column(f"passages.{POSTGRES_VECTOR}")
+        # Each term written as the vector's lexemes are (the words are letters and digits: no quoting needed).
+        wanted = sa.func.to_tsquery(simple, " | ".join(terms))
+        held = sa.func.unnest(vector).table_valued("lexeme", "positions", "weights").alias("held")
+        query = (
+            sa.select(passages.c.id, passages.c.length, held.c.lexeme, sa.func.cardinality(held.c.positions))
+            .select_from(passages.join(held, sa.true()))  # a function in FROM sees the rows before it (lateral)
+            .where(vector.op("@@")(wanted), in_scope, held.c.lexeme.in_(terms))
+        )
+    return [Occurrence(*row) for row in connection.execute(query)]
 
 
-def rarity(
-    connection: Connection, vector: sa.ColumnElement[Any], words: Sequence[sa.ColumnElement[Any]], in_scope: Any
-) -> list[float]:
-    """Each word's inverse document frequency among the passages in scope, as BM25 weighs it (one statement)."""
-    counted = [
-        sa.select(sa.func.count()).select_from(passages).where(in_scope, vector.op("@@")(word)).scalar_subquery()
-        for word in words
-    ]
-    total, *holding = connection.execute(
-        sa.select(sa.select(sa.func.count()).select_from(passages).where(in_scope).scalar_subquery(), *counted)
-    ).one()
-    return [math.log(1 + (total - held + 0.5) / (held + 0.5)) for held in holding]
+def ranked(
+    found: Iterable[Occurrence], weights: Mapping[str, float], total: int, average: float, limit: int
+) -> list[tuple[int, float]]:
+    """BM25 over the occurrences, each word's rarity among the `total` passages in scope; best first (ties by id)."""
+    found = list(found)
+    holding = Counter(occurrence.term for occurrence in found)
+    scores: defaultdict[int, float] = defaultdict(float)
+    for passage, length, term, times in found:
+        rarity = math.log(1 + (total - holding[term] + 0.5) / (holding[term] + 0.5))
+        saturation = times * (K1 + 1) / (times + K1 * (1 - B + B * length / average))
+        scores[passage] += weights.get(term, 0.0) * rarity * saturation
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return best[:limit]

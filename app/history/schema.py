@@ -300,10 +300,14 @@ documents = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     # False while its passages are being indexed (in chunks): not listed, not searched.
     sa.Column("complete", sa.Boolean, nullable=False, server_default=sa.true()),
+    # SHA-256 of its text: the same file kept again by its user is this document (None: kept before digests).
+    sa.Column("digest", sa.String(64)),
+    sa.Index("ix_documents_user_digest", "user_id", "digest"),
 )
 
 # A document's passages in reading order; `terms` is the text segmented into words (Chinese included), which the
-# database's own full-text search indexes (app/history/passage_index.py).
+# database's own full-text search indexes (app/history/passage_index.py). SQLite's ids are AUTOINCREMENT: an id is
+# never given again after a delete, so an old answer's sources never open another document's passage.
 passages = sa.Table(
     "passages",
     metadata,
@@ -319,6 +323,12 @@ passages = sa.Table(
     sa.Column("terms", sa.Text, nullable=False),
     # Its unit vector from the operator's embedding model (float32 bytes); None without one.
     sa.Column("embedding", sa.LargeBinary),
+    # The tokens of its block as a prompt shows it (heading line, fenced text) by the model server's tokenizer,
+    # counted once when it was kept (None: the server did not answer then; a bound stands in).
+    sa.Column("tokens", sa.Integer),
+    # How many words `terms` holds: BM25's passage length.
+    sa.Column("length", sa.Integer, nullable=False, server_default="0"),
+    sqlite_autoincrement=True,
 )
 
 # The documents a chat's questions retrieve from.
@@ -334,23 +344,27 @@ chat_documents = sa.Table(
 )
 
 
-# SQLite's FTS5 table of the passages' terms and its shadow tables: made by their own SQL, outside `metadata`.
+# SQLite's FTS5 table of the passages' terms, its shadow tables and its vocabulary: made by their own SQL, outside
+# `metadata`.
 PASSAGE_TERMS = "passage_terms"
+PASSAGE_TERMS_VOCABULARY = f"{PASSAGE_TERMS}_vocabulary"
 # SQLite's FTS5 table of the messages' terms, and PostgreSQL's stored tsvector column and index: their own SQL too.
 MESSAGE_FTS = "message_fts"
 MESSAGE_VECTOR = "vector"
 MESSAGE_VECTOR_INDEX = "ix_message_terms_vector"
 
 
-# PostgreSQL's GIN index over the passages' terms: an expression index, made by its own SQL too.
+# PostgreSQL's stored tsvector of the passages' terms and its GIN index: made by their own SQL too.
+PASSAGE_TERMS_VECTOR = "terms_vector"
 PASSAGE_TERMS_INDEX = "ix_passages_terms"
 
 
 def in_metadata(name: str | None, kind: str, _parents: object) -> bool:
-    """Whether Alembic compares this object with `metadata` (the full-text index's table and index are not in it)."""
+    """Whether Alembic compares this object with `metadata` (the full-text indexes' tables, columns and indexes are
+    not)."""
     if kind == "table" and name is not None and name.startswith((PASSAGE_TERMS, MESSAGE_FTS)):
         return False
-    if kind == "column" and name == MESSAGE_VECTOR:
+    if kind == "column" and name in (PASSAGE_TERMS_VECTOR, MESSAGE_VECTOR):
         return False
     return not (kind == "index" and name in (PASSAGE_TERMS_INDEX, MESSAGE_VECTOR_INDEX))
 

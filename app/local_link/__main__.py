@@ -19,7 +19,7 @@ def open_when_listening(url: str) -> None:
     while not listening(url):
         if time.monotonic() > deadline:
             return
-        time.sleep(0.5)
+        time.sleep(0.5)  # a process of its own, started apart from the chat: no event loop to block
     try:
         browser = webbrowser.get()
     except webbrowser.Error:  # no browser at all

@@ -15,7 +15,7 @@ import chainlit as cl
 
 from app import metrics
 from app.chat.answering import Answering
-from app.chat.attachments import Attachment, Upload, UploadLimits, attachments_of, read_all, with_files
+from app.chat.attachments import Attachment, Upload, UploadLimits, attachments_of, in_worker, read_all, with_files
 from app.chat.backend import Backend
 from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, is_question, placed
 from app.chat.conversation import Ending
@@ -24,7 +24,7 @@ from app.chat.passages import SOURCES_KEY, Finder
 from app.chat.quotas import Quotas
 from app.chat.reply import NOT_SENT_PROBLEMS, Reply
 from app.chat.tab import Tab
-from app.config import DEFAULT_ANSWER_CHECKPOINT_S, DEFAULT_DOCUMENT_SHARE
+from app.config import DEFAULT_ANSWER_CHECKPOINT_S, DEFAULT_DOCUMENT_SHARE, DEFAULT_DOCUMENT_TOKENS
 from app.documents.library import Library, Outcome
 from app.errors import ChatError, HistoryUnavailable, Problem
 from app.history.memories import Memories
@@ -54,6 +54,8 @@ class Pipeline:
     library: Library | None = None
     # The share of the prompt's room a question's passages may fill (DOCUMENT_SHARE).
     document_share: float = DEFAULT_DOCUMENT_SHARE
+    # The most tokens a question's passages take, the server's prefill budget (DOCUMENT_TOKENS; 0: the share alone).
+    document_tokens: int = DEFAULT_DOCUMENT_TOKENS
     # How often a streaming answer's text so far is written to the history (ANSWER_CHECKPOINT_SECONDS; 0: never).
     checkpoint_s: float = DEFAULT_ANSWER_CHECKPOINT_S
     # The users' memories (None with the history off), and the tokens one's memory may take (MEMORY_MAX_TOKENS).
@@ -89,7 +91,8 @@ class Pipeline:
             return
         with self.turn(chat):
             try:  # in the turn: a message sent meanwhile is refused as one sent while answering
-                files = await asyncio.to_thread(read_all, uploads, self.uploads)
+                # Only files go to the readers' processes: a question alone pays no round trip (nor their start).
+                files = await in_worker(read_all, uploads, self.uploads) if uploads else []
                 files = await self.kept_as_documents(chat, files, question.content)
             except ChatError as unreadable:
                 await place(question, None, received)
@@ -116,6 +119,7 @@ class Pipeline:
             self.low_water,
             finder,
             self.document_share,
+            self.document_tokens,
             chat_key=thread_id,
         )
 
@@ -249,6 +253,8 @@ class Pipeline:
             await offer_regenerate(chat)
             return
 
+        if planned.crowded_out:
+            await show(cl.Message(content=text(chat.lang, "passages_crowded_out")))
         message = cl.Message(content="")
         sources = {SOURCES_KEY: [passage.as_source() for passage in planned.passages]} if planned.passages else {}
         cut_off = Answer(question_id, Ending.CUT_OFF, planned.model.name, None).as_metadata() | sources

@@ -55,6 +55,15 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 - `config.features.spontaneous_file_upload` (its `SpontaneousFileUploadFeature`): the files a message may carry
   (types, count, size) from UPLOAD_TYPES, UPLOAD_MAX_FILES and UPLOAD_MAX_MB instead of config.toml, read
   before the app's settings; the page and Chainlit's upload route both check them.
+- `chainlit.server.sio.manager.emit` (python-socketio's AsyncManager), `sio.packet_class` and `sio.eio.send_packet`:
+  socketio sends an emit to one tab from a task of its own and waits for it, so every page update of every answer
+  cost a task and two turns of the event loop, and a loaded loop made each update slower than the stream's
+  interval. An emit to one tab is sent by the task that emits it (the same engine.io packets); any other goes to
+  socketio's own.
+- `asyncio.Task` and `asyncio.Future`: Chainlit's command line makes its event loop reentrant with nest_asyncio, which
+  swaps asyncio's C tasks and futures for its pure-Python ones (their every step, wake-up and callback in Python).
+  The C ones are put back before any task exists; the patched loop stays, and nests them as well (Chainlit nests it
+  to read a tab's chat profiles).
 - `WebsocketSession.environ`: the WSGI environment of the request that opened a tab's socket; its Referer is the
   page's address (a chat opened from the chats page as `/?project=<id>` starts in that project).
 - `chainlit.oauth_providers.get_configured_oauth_providers`: the ids of the OAuth providers whose variables Chainlit
@@ -63,6 +72,7 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 
 from __future__ import annotations
 
+import _asyncio
 import asyncio
 import importlib
 import inspect
@@ -76,6 +86,8 @@ from typing import Annotated, Any, TypeVar, cast
 import chainlit as cl
 import chainlit.config as chainlit_config
 import chainlit.server as chainlit_server
+import engineio.packet
+import socketio.packet
 from chainlit.auth import get_current_user, reuseable_oauth
 from chainlit.auth.cookie import clear_auth_cookie, get_token_from_cookies
 from chainlit.chat_context import chat_context
@@ -449,6 +461,32 @@ def own_files_directory() -> None:
     own.mkdir(parents=True, exist_ok=True)
     chainlit_config.FILES_DIRECTORY = own
     chainlit_server.FILES_DIRECTORY = own  # type: ignore[attr-defined]  # its shutdown deletes this one
+
+
+def c_tasks_and_futures() -> None:
+    """asyncio's own tasks and futures, written in C, in place of the pure-Python ones nest_asyncio put there."""
+    asyncio.Task = asyncio.tasks.Task = _asyncio.Task  # type: ignore[misc]
+    asyncio.Future = asyncio.futures.Future = _asyncio.Future  # type: ignore[misc]
+
+
+def emits_sent_by_the_emitter(server: Any = sio) -> None:
+    """An emit to one tab is sent by the task that emits it, not by a task of its own it then waits for."""
+    manager = server.manager
+    socketio_emit = manager.emit
+
+    async def emit(event: str, data: Any, namespace: str, **options: Any) -> Any:
+        room = options.get("to") or options.get("room")
+        one_tab = isinstance(room, str) and options.get("callback") is None and options.get("skip_sid") is None
+        recipients = list(manager.get_participants(namespace, room)) if one_tab else []
+        if len(recipients) != 1:
+            return await socketio_emit(event, data, namespace, **options)
+        arguments = list(data) if isinstance(data, tuple) else [] if data is None else [data]
+        encoded = server.packet_class(socketio.packet.EVENT, namespace=namespace, data=[event, *arguments]).encode()
+        for part in encoded if isinstance(encoded, list) else [encoded]:  # a list: binary attachments follow
+            await server.eio.send_packet(recipients[0][1], engineio.packet.Packet(engineio.packet.MESSAGE, part))
+        return None
+
+    manager.emit = emit
 
 
 def no_blocking_sleeps() -> None:

@@ -21,7 +21,13 @@ def install(settings: Settings) -> None:
 
 def limits(settings: Settings) -> UploadLimits:
     """What the app reads of the files a message carries."""
-    return UploadLimits(settings.upload_endings, settings.upload_max_files, settings.upload_max_mb * 1_000_000)
+    return UploadLimits(
+        settings.upload_endings,
+        settings.upload_max_files,
+        settings.upload_max_mb * 1_000_000,
+        settings.upload_max_pages,
+        settings.upload_max_characters,
+    )
 
 
 def accept(endings: Iterable[str]) -> dict[str, list[str]]:

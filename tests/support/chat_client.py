@@ -57,6 +57,8 @@ class ChatClient:
     events: list[tuple[str, Any]] = field(default_factory=list)
     sent: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # messages sent, at their event position
     arrivals: list[float] = field(default_factory=list)  # perf_counter() of each event, for benchmarks
+    # Told of each event as it arrives, after the client recorded it (a benchmark's tab waits without polling).
+    on_event: Callable[[str, Any], None] | None = None
 
     def __post_init__(self) -> None:
         self.sio = self._new_socket()
@@ -88,6 +90,8 @@ class ChatClient:
             reply.token_events += 1
         elif event == "chat_settings":
             self.settings_widgets = data
+        if self.on_event is not None:
+            self.on_event(event, data)
 
     async def log_in(self) -> None:
         """Log in as the page does (password form, or the local user's header login) and keep the cookie."""

@@ -78,8 +78,9 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     {"error": {"message": f"fake failure {state.status}", "type": "test", "code": state.status}},
                 )
                 return
-            if self.path == "/tokenize":
-                self._json(200, {"count": count_tokens(body["messages"]), "max_model_len": state.window})
+            if self.path == "/tokenize":  # a chat's messages, or a text alone (one token a word)
+                count = count_tokens(body["messages"]) if "messages" in body else len(body["prompt"].split())
+                self._json(200, {"count": count, "max_model_len": state.window})
                 return
             if state.mode == "slow":
                 time.sleep(3)
@@ -170,12 +171,3 @@ def fake_openai_server() -> Iterator[tuple[str, FakeState]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-if __name__ == "__main__":
-    # `python fake_openai.py PORT TOKENS_PER_SECOND`: a paced fake vLLM for benchmarks.
-    import sys
-
-    fake = FakeState()
-    fake.mode, fake.window, fake.tokens_per_second = "paced", 131072, float(sys.argv[2])
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), make_handler(fake)).serve_forever()

@@ -77,12 +77,14 @@ def pin(cpus: set[int] | None) -> Callable[[], None] | None:
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
 
-def launch(argv: list[str], env: dict[str, str], log: IO[bytes], cpus: set[int] | None) -> subprocess.Popen[bytes]:
+def launch(
+    argv: list[str], env: dict[str, str], log: IO[bytes], cpus: set[int] | None, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
     """A server process in a session of its own, remembered so that nothing outlives the tests."""
     # The child only sets its CPU affinity before exec.
     process = subprocess.Popen(
         argv,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -220,13 +222,19 @@ class Process:
     starts: int = 0
 
     def begin(
-        self, argv: list[str], env: dict[str, str], log_path: Path, append: bool, cpus: set[int] | None
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        append: bool,
+        cpus: set[int] | None,
+        cwd: Path = ROOT,
     ) -> subprocess.Popen[bytes]:
         """Start the process, logging to log_path."""
         LOGS.mkdir(parents=True, exist_ok=True)
         self.end()
         self.log = open(log_path, "ab" if append else "wb")  # noqa: SIM115  # open as long as the server; end() closes it
-        self.process = launch(argv, env, self.log, cpus)
+        self.process = launch(argv, env, self.log, cpus, cwd)
         self.starts += 1
         return self.process
 
@@ -385,6 +393,39 @@ class VllmServer(ServedModel):
 
 
 @dataclass
+class GpuFakeServer(OpenAIOnLoopback):
+    """The stand-in for vLLM on a GPU (tests/support/gpu_fake.py): `rate` tokens a second per stream."""
+
+    name: str
+    rate: float = 128.0
+    interval: int = 1  # tokens per event (vLLM's --stream-interval)
+    cpus: set[int] | None = None
+    port: int = field(default_factory=free_port)
+    api_key: str = ""
+    running: Process = field(default_factory=Process)
+
+    def start(self, timeout: float = 30) -> None:
+        """Start it and wait until it serves the model."""
+        argv = [sys.executable, "-m", "tests.support.gpu_fake", "--port", str(self.port)]
+        argv += ["--rate", str(self.rate), "--interval", str(self.interval)]
+        log = LOGS / f"gpu-fake-{self.name}.log"
+        self.running.begin(argv, hermetic_environment(), log, False, self.cpus)
+        self.running.wait_ready(self.base_url + "/models", timeout, {})
+
+    def stats(self) -> dict[str, int]:
+        """What it served: streams started, finished and aborted, tokens and events."""
+        with urllib.request.urlopen(self.root + "/stats", timeout=5) as reply:
+            return dict(json.loads(reply.read()))
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.running.process
+
+    def stop(self) -> None:
+        self.running.end()
+
+
+@dataclass
 class RouterServer(OpenAIOnLoopback):
     """vLLM's router in front of vLLM servers, started with `python -m serving.router` (make router)."""
 
@@ -453,6 +494,7 @@ class ChatApp:
     reconnect_grace: float = 0.0  # the product's default: a closed tab stops its answer at once
     running: Process = field(default_factory=Process)
     data_dir: Path | None = None  # the history and login secret; None: a fresh folder of its own
+    tree: Path = ROOT  # the checkout whose app runs (a benchmark's baseline: another one)
 
     def __post_init__(self) -> None:
         if self.data_dir is None:
@@ -480,7 +522,7 @@ class ChatApp:
             **self.extra_env,
         )
         started_at = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self.running.begin([sys.executable, "-m", "app"], env, self.log_path, True, self.cpus)
+        self.running.begin([sys.executable, "-m", "app"], env, self.log_path, True, self.cpus, self.tree)
         self.running.wait_ready(self.url + "/", timeout, {})
         with open(self.log_path, "rb") as log:  # this start's lines: the log goes on across restarts
             log.seek(started_at)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from app.history import passage_index
-
 revision = "0004_documents"
 down_revision = "0003_presets"
+
+# The full-text index as this revision made it (0009 changed it): SQLite's FTS5 table, PostgreSQL's expression index.
+SQLITE_INDEX = "CREATE VIRTUAL TABLE IF NOT EXISTS passage_terms USING fts5(terms, tokenize='unicode61')"
+POSTGRES_INDEX = "CREATE INDEX IF NOT EXISTS ix_passages_terms ON passages USING gin (to_tsvector('simple', terms))"
 
 
 def upgrade() -> None:
@@ -49,7 +51,7 @@ def upgrade() -> None:
         ),
         sa.Column("added_at", sa.String(40), nullable=False),
     )
-    passage_index.create(op.get_bind())
+    op.execute(SQLITE_INDEX if op.get_bind().dialect.name == "sqlite" else POSTGRES_INDEX)
     with op.batch_alter_table("presets") as presets:
         presets.add_column(sa.Column("documents", sa.JSON))
 
@@ -57,7 +59,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("presets") as presets:
         presets.drop_column("documents")
-    passage_index.drop(op.get_bind())
+    op.execute("DROP TABLE passage_terms" if op.get_bind().dialect.name == "sqlite" else "DROP INDEX ix_passages_terms")
     op.drop_table("chat_documents")
     op.drop_table("passages")
     op.drop_table("documents")

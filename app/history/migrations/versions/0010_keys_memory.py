@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009_keys_memory"
-down_revision = "0008_projects"
+revision = "0010_keys_memory"
+down_revision = "0009_passage_ranking"
 
 
 def upgrade() -> None:
