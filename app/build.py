@@ -72,7 +72,7 @@ class App:
     replicas: Replicas | None
     # The users' projects and the filing of their chats (None with the history off).
     projects: Projects | None
-    # The users' memories, "About you" (None with the history off).
+    # The users' memories for "remember …" in a chat (None with the history or the memory off).
     memories: Memories | None
 
     async def is_admin(self, user: str | None) -> bool:
@@ -190,8 +190,20 @@ def build(settings: Settings) -> App:
         chats_page.install(settings.language, gate.is_admin)
         account_api.install(Account(keys, memories, gate.team, settings.memory_max_tokens))
         account_page.install(settings.language, gate.is_admin)
+    # With the memory off (MEMORY_MAX_TOKENS=0) a chat offers nothing to remember: "remember …" is a question then.
+    offered_memories = memories if settings.memory_max_tokens > 0 else None
     return App(
-        settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas, projects, memories
+        settings,
+        backend,
+        history,
+        pipeline,
+        preset_store,
+        sessions,
+        library,
+        gate,
+        replicas,
+        projects,
+        offered_memories,
     )
 
 

@@ -132,6 +132,21 @@ async def test_a_memory_past_its_token_cap_keeps_its_oldest_facts(vllm: VllmServ
         await tab.close()
 
 
+async def test_with_the_memory_off_remember_is_a_question_for_the_model_and_no_fact_is_told(vllm: VllmServer):
+    app = ChatApp(vllm, extra_env={"MEMORY_MAX_TOKENS": "0"})
+    assert run_users(app, "add", "ida", password="ida-password").returncode == 0
+    with running(app):
+        await remember(await page_login(app, "ida"), "I keep bees.")
+        tab = await started_chat(app, credentials=("ida", "ida-password"))
+        question = asked("remember I play the harp")
+        produced = await tab.ask(question)
+        offers = [a for m in produced for a in tab.actions(m["id"]) if a["name"].startswith("remember_")]
+        assert not offers and answer_of(produced)["output"]  # the model answered it
+        prompt = await prompt_of(vllm, question)
+        assert "I keep bees." not in prompt and HEADING not in prompt
+        await tab.close()
+
+
 async def words(texts: Sequence[str]) -> list[int]:
     """A tokenizer for the cap's laws: one token per word (fewer than the bytes, as every real one)."""
     return [len(text_.split()) for text_ in texts]
