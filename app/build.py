@@ -10,10 +10,16 @@ from dataclasses import dataclass
 from starlette.middleware import Middleware
 
 from app import metrics
+from app.account import api as account_api
+from app.account import page as account_page
+from app.account.api import Account
 from app.admin import api as admin_api
 from app.admin import page as admin_page
 from app.admin.access import Gate
 from app.admin.api import Admin
+from app.api import routes as api_routes
+from app.api.kept import Keeper
+from app.api.routes import Api
 from app.chat.answering import Answering
 from app.chat.backend import Backend, servers_now
 from app.chat.quotas import Quotas
@@ -26,8 +32,10 @@ from app.documents.embeddings import Embedder
 from app.documents.library import Library
 from app.errors import HistoryUnavailable
 from app.history.accounts import Login, auth_secret
+from app.history.api_keys import ApiKeys
 from app.history.identities import Identities
 from app.history.imports import Imports
+from app.history.memories import Memories
 from app.history.projects import Projects
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
@@ -66,6 +74,8 @@ class App:
     replicas: Replicas | None
     # The users' projects and the filing of their chats (None with the history off).
     projects: Projects | None
+    # The users' memories for "remember …" in a chat (None with the history or the memory off).
+    memories: Memories | None
 
     async def is_admin(self, user: str | None) -> bool:
         """Whether the tab's user may open the admin page."""
@@ -143,6 +153,8 @@ def build(settings: Settings) -> App:
     interval_s = settings.stream_interval_ms / 1000
     limits = uploads.limits(settings)
     library = documents_of(settings, store, backend)
+    memories = Memories(store.writer) if store is not None else None
+    keys = ApiKeys(store.writer, settings.api_keys_per_user) if store is not None else None
     pipeline = Pipeline(
         backend,
         interval_s,
@@ -155,6 +167,8 @@ def build(settings: Settings) -> App:
         settings.document_share,
         settings.document_tokens,
         settings.answer_checkpoint_seconds,
+        memories,
+        settings.memory_max_tokens,
     )
     metrics.serve("127.0.0.1", settings.metrics_port)
     metrics.watch_model_servers(functools.partial(servers_now, settings))
@@ -164,18 +178,36 @@ def build(settings: Settings) -> App:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     preset_store = PresetStore(store.writer) if store is not None else None
     gate = replicas = None
-    if store is not None and history.team is not None:
+    if store is not None and history.team is not None and keys is not None:
         gate = Gate(history.team, local_admin=history.login is Login.LOCAL)
         replicas = Replicas(store.writer)
         identities = Identities(store.writer)
-        admin_api.install(Admin(gate, history.team, settings, backend, store, quotas, replicas, sessions, identities))
+        admin = Admin(gate, history.team, settings, backend, store, quotas, replicas, sessions, identities, keys)
+        admin_api.install(admin)
         admin_page.install(gate, settings.language)
+        api_routes.install(Api(settings, backend, quotas, answering, keys, history.team, Keeper(store)))
     projects = Projects(store.writer) if store is not None else None
-    if store is not None and projects is not None and gate is not None:
+    if store is not None and projects is not None and gate is not None and memories is not None and keys is not None:
         importing = Importing(Imports(store.writer), settings.import_max_mb * 1_000_000, settings.language)
         chats_api.install(Chats(projects, store, library), importing)
         chats_page.install(settings.language, gate.is_admin, settings.import_max_mb)
-    return App(settings, backend, history, pipeline, preset_store, sessions, library, gate, replicas, projects)
+        account_api.install(Account(keys, memories, gate.team, settings.memory_max_tokens))
+        account_page.install(settings.language, gate.is_admin)
+    # With the memory off (MEMORY_MAX_TOKENS=0) a chat offers nothing to remember: "remember …" is a question then.
+    offered_memories = memories if settings.memory_max_tokens > 0 else None
+    return App(
+        settings,
+        backend,
+        history,
+        pipeline,
+        preset_store,
+        sessions,
+        library,
+        gate,
+        replicas,
+        projects,
+        offered_memories,
+    )
 
 
 def documents_of(settings: Settings, store: ChatStore | None, backend: Backend) -> Library | None:

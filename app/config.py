@@ -227,6 +227,10 @@ class Settings(EnvSettings):
     )
     embeddings_model: str = Field("", description="the embedding model's served name; empty: the first listed")
     embeddings_api_key: SecretStr = Field(SecretStr(""), description="the embedding server's API key; empty: none")
+    api_keys_per_user: int = Field(10, ge=1, description="personal API keys one user may hold at once")
+    memory_max_tokens: int = Field(
+        256, ge=0, description="tokens a user's memory may take at the system prompt's start; 0: memory off"
+    )
 
     @field_validator("data_dir")
     @classmethod

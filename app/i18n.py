@@ -19,6 +19,16 @@ TEXT: dict[str, dict[str, str]] = {
         "temporary_notice": "**Temporary chat**: nothing of it is kept, not in your chats, not on the server's disk, "
         "not in your documents; it ends when you leave it.",
         "temporary_keep": "Keep this chat",
+        "memory_heading": "About the user (facts they asked you to remember):",
+        "remember_offer": "Remember this about you in every chat (not temporary ones)? “{fact}” "
+        "You can edit, pause or delete it under [About you](/account).",
+        "remember_keep": "Remember",
+        "remember_drop": "Don't",
+        "remember_kept": "Remembered: “{fact}”. [About you](/account) lists what is remembered.",
+        "remember_dropped": "Not remembered.",
+        "remember_full": "Not remembered: you keep as many facts as you can. Delete one under [About you](/account).",
+        "remember_failed": "Not remembered: the history database does not answer just now. Try again in a moment.",
+        "remember_too_long": "That is too long to remember: a fact is at most {limit} characters.",
         "temporary_kept": "This chat is kept now: it is in your chats, with everything said so far.",
         "settings_rejected": "Some settings were not applied (the previous values stay): {problems}",
         "sources": "Sources",
@@ -184,6 +194,16 @@ TEXT: dict[str, dict[str, str]] = {
         "temporary_notice": "**临时对话**：不会保留任何内容，不进入你的对话列表，不写入服务器磁盘，"
         "也不进入你的文档；离开即结束。",
         "temporary_keep": "保留此对话",
+        "memory_heading": "关于用户（用户请你记住的事实）：",
+        "remember_offer": "在每个对话中（临时对话除外）记住关于你的这一点吗？“{fact}” "
+        "你可以在[关于你](/account)中编辑、暂停或删除。",
+        "remember_keep": "记住",
+        "remember_drop": "不用",
+        "remember_kept": "已记住：“{fact}”。[关于你](/account)列出了记住的内容。",
+        "remember_dropped": "未记住。",
+        "remember_full": "未记住：你记住的事实已达上限。请在[关于你](/account)中删除一条。",
+        "remember_failed": "未记住：历史数据库暂时没有响应，请稍后再试。",
+        "remember_too_long": "内容太长，无法记住：一条事实最多 {limit} 个字符。",
         "temporary_kept": "此对话已保留：它和目前为止的所有内容都在你的对话列表中。",
         "settings_rejected": "部分设置未生效（保留原值）：{problems}",
         "sources": "来源",

@@ -14,7 +14,7 @@ from app.chat.preferences import Preferences, apply_changes
 from app.chat.tab import Tab
 from app.config import get_settings
 from app.i18n import text
-from app.page import library_page, lifecycle, organize, seam, temporary
+from app.page import library_page, lifecycle, organize, remember, seam, temporary
 from app.page.answer_controls import FORK, SHOW_VERSION
 from app.page.exports import send_export
 from app.page.forks import fork
@@ -116,6 +116,9 @@ async def on_message(message: cl.Message) -> None:
         await library_page.show_library(chat, APP.library)
         return
     await organize.first_question(chat, APP.history)
+    if await remember.offered(chat, message.content, APP.memories):  # for the user's memory, not for the model
+        await APP.pipeline.aside(message)
+        return
     await APP.pipeline.ask(chat, message, chat.branches.leaf())
 
 
@@ -200,6 +203,20 @@ async def on_delete_document(action: cl.Action) -> None:
     """A listed document deleted, with its passages."""
     if (chat := lifecycle.current()) is not None:
         await library_page.act(chat, APP.library, library_page.DELETE, action.payload)
+
+
+@cl.action_callback(remember.KEEP)
+async def on_remember(action: cl.Action) -> None:
+    """Remember, under a "remember …" message: the fact kept in the user's memory."""
+    if (chat := lifecycle.current()) is not None:
+        await remember.answered(chat, APP.memories, action)
+
+
+@cl.action_callback(remember.DROP)
+async def on_dont_remember(action: cl.Action) -> None:
+    """Don't, under a "remember …" message: nothing kept."""
+    if (chat := lifecycle.current()) is not None:
+        await remember.answered(chat, APP.memories, action)
 
 
 @cl.action_callback(temporary.KEEP)

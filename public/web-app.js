@@ -27,6 +27,7 @@
     ["#command-Documents", "webApp.documents"], // the Documents button: its label is hidden on a narrow page
     ["button:has(> .sr-only):has(> svg.lucide-x)", "webApp.close"], // a dialog's X, English only too
     ["#header a[href='/chats']", "webApp.chats"], // the header's link to the chats page (config.toml's header_links)
+    ["#header a[href='/account']", "webApp.account"], // and to the account page
   ];
   // The sidebar's toggle (and the rail along its edge) says what it does next, as its tooltip does.
   const SIDEBAR_TOGGLES = "#sidebar-trigger-button, [data-sidebar='rail']";

@@ -78,6 +78,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "user_header_only": ("vllm", "app", "nginx"),
     "openid": ("vllm", "app"),
     "routed": ("vllm", "app"),  # test_router.py: two vLLM servers behind vLLM's router
+    "keyed_app": ("vllm", "app"),  # test_api_keys.py
+    "memory_app": ("vllm", "app"),  # test_memory.py
+    "account_app": ("vllm", "app"),  # test_browser_account.py
 }
 # Parametrized fixtures whose servers depend on the parameter (they call request.getfixturevalue).
 NEEDS_FOR_PARAM: dict[tuple[str, str], tuple[str, ...]] = {

@@ -20,6 +20,8 @@ TIERS = {
     "app.presets": 5,  # a feature: its data, its store, its page
     "app.admin": 5,  # the admin page: its routes, its page
     "app.chats": 5,  # the chats page: its routes, its page
+    "app.account": 5,  # the account page: API keys and memory, its routes, its page
+    "app.api": 5,  # the OpenAI-compatible /v1 routes answered through a personal API key
     "app.web": 4,  # the HTTP guards around Chainlit
     "app.page": 3,  # everything that touches Chainlit
     "app.documents": 2,  # a feature's storage: documents kept, indexed and searched

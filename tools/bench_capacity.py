@@ -30,6 +30,7 @@ from tests.support.chat_client import ChatClient
 from tests.support.gpu_fake import token
 from tests.support.servers import ChatApp, GpuFakeServer
 from tools.bench_app import pct, process_cpu_seconds
+from tools.profile_parts import PACKETS, PARTS, REST, UPDATES, UPSTREAM, WEBSOCKET, shares
 from tools.reports import publish
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +55,7 @@ class Sample:
     app_memory_mb: float = 0.0
     # How busy each core was, whoever used it (the machine may be shared): its busy seconds.
     core_busy: dict[int, float] = field(default_factory=dict)
+    profile: Path | None = None  # the app's py-spy stacks over the window (raw), if it was profiled
 
 
 @dataclass
@@ -183,13 +185,18 @@ async def open_tabs(app: ChatApp, n: int, tokens: int) -> list[Tab]:
     return tabs
 
 
-def profile(args: argparse.Namespace, pid: int, name: str) -> None:
+def profile(args: argparse.Namespace, pid: int, name: str) -> list[subprocess.Popen[bytes]]:
     """Sample the app with py-spy over the window: a flame graph and its raw stacks into the results folder."""
-    for kind, suffix in (("flamegraph", "svg"), ("raw", "txt")):
-        out = args.out / f"profile-{name}.{suffix}"
-        command = [args.py_spy, "record", "--pid", str(pid), "--duration", str(int(args.seconds)), "--rate", "100"]
-        # Without pausing the app at each sample (pausing it took most of its time): stacks may be torn now and then.
-        subprocess.Popen([*command, "--format", kind, "--output", str(out), "--nonblocking"], stdout=subprocess.DEVNULL)
+    command = [args.py_spy, "record", "--pid", str(pid), "--duration", str(int(args.seconds))]
+    command += ["--rate", str(args.py_spy_rate)]
+    # Without pausing the app at each sample (pausing it took most of its time): stacks may be torn now and then.
+    return [
+        subprocess.Popen(
+            [*command, "--format", kind, "--output", str(args.out / f"profile-{name}.{suffix}"), "--nonblocking"],
+            stdout=subprocess.DEVNULL,
+        )
+        for kind, suffix in (("flamegraph", "svg"), ("raw", "txt"))
+    ]
 
 
 def load_cpu(fake: GpuFakeServer) -> float:
@@ -241,11 +248,16 @@ async def measure(
         return Readings(app_cpu, load_cpu(fake), core_seconds(), events)
 
     start, end = asyncio.ensure_future(readings_at(window.start)), asyncio.ensure_future(readings_at(window.end))
+    profilers: list[subprocess.Popen[bytes]] = []
     if app_pid and args.py_spy:
-        start.add_done_callback(lambda _: profile(args, app_pid, label))
+        start.add_done_callback(lambda _: profilers.extend(profile(args, app_pid, label)))
     answers = await ask_all(window, answer_s)
     before, after = await start, await end
     sample = Sample(seconds=args.seconds, events=after.events - before.events)
+    for profiler in profilers:  # their files written while the app still runs
+        await asyncio.to_thread(profiler.wait)
+    if profilers:
+        sample.profile = args.out / f"profile-{label}.txt"
     sample.app_cpu, sample.load_cpu = after.app_cpu - before.app_cpu, after.load_cpu - before.load_cpu
     sample.core_busy = {core: busy - before.cores.get(core, 0.0) for core, busy in after.cores.items()}
     if app_pid:
@@ -321,6 +333,7 @@ def table(results: dict[int, dict[int, dict[str, Sample]]], args: argparse.Names
                     f"| {sample.events / seconds:.0f} | {updates} | {cpu} | {app_busy} "
                     f"| {busy(sample.load_cpu, sample, load_core)} | {memory} | {sample.errors} of {sample.answers} |"
                 )
+    lines += parts_table(results) if args.py_spy else []
     lines += [
         "",
         f"Answers of {args.tokens} tokens at {args.rate:g} tokens/s per stream, measured over {args.seconds:g} s "
@@ -329,6 +342,39 @@ def table(results: dict[int, dict[int, dict[str, Sample]]], args: argparse.Names
         "process on it: other work on the machine shows there.",
     ]
     return "\n".join(lines)
+
+
+def parts_table(results: dict[int, dict[int, dict[str, Sample]]]) -> list[str]:
+    """Where each profiled app's time went, and its CPU per upstream event, per page update and its frame."""
+    lines = [
+        "",
+        "| tokens per event | tabs | path | app CPU s a second | "
+        + " | ".join(f"{part} %" for part in [*PARTS, REST])
+        + " | µs a vLLM event | µs a page update | µs its socket.io frame |",
+        "|---:|---:|---|---:|" + "---:|" * (len(PARTS) + 4),
+    ]
+    for interval, by_tabs in results.items():
+        for n, paths in by_tabs.items():
+            for path, sample in paths.items():
+                if sample.profile is None or not sample.profile.exists():
+                    continue
+                share = shares(sample.profile)
+                costs = (
+                    each(share[UPSTREAM], sample, sample.events),
+                    each(share[UPDATES], sample, sample.frames),
+                    each(share[PACKETS] + share[WEBSOCKET], sample, sample.frames),
+                )
+                lines.append(
+                    f"| {interval} | {n} | {path} | {sample.app_cpu / sample.seconds:.2f} | "
+                    + " | ".join([*(f"{100 * share[part]:.0f}" for part in [*PARTS, REST]), *costs])
+                    + " |"
+                )
+    return lines
+
+
+def each(share: float, sample: Sample, count: int) -> str:
+    """The app's CPU microseconds per one of `count` things, the part of the samples that did them being `share`."""
+    return f"{1e6 * share * sample.app_cpu / count:.0f}" if count else ""
 
 
 def busy(seconds: float, sample: Sample, core: int | None) -> str:
@@ -364,6 +410,7 @@ def main() -> int:
         help="another checkout (e.g. `git archive` of a commit) whose app is measured beside this one (repeatable)",
     )
     parser.add_argument("--py-spy", default="", help="py-spy's path: the app is profiled over each window")
+    parser.add_argument("--py-spy-rate", type=int, default=100, help="py-spy's samples a second")
     args = parser.parse_args()
     args.tabs = [int(n) for n in args.tabs.split(",")]
     args.intervals = [int(n) for n in args.intervals.split(",")]

@@ -18,6 +18,7 @@ from app.chat.quotas import Limits, Quotas
 from app.config import Settings
 from app.errors import ChatError
 from app.history.accounts import MIN_PASSWORD_CHARS
+from app.history.api_keys import ApiKeys
 from app.history.identities import Identities, Linked
 from app.history.replicas import Replicas
 from app.history.store import ChatStore
@@ -84,10 +85,15 @@ class Defaults(BaseModel):
     hidden_presets: list[str] = Field(default_factory=list, max_length=len(BUILT_IN))
     open_sign_on: bool = False
     temporary_chats: bool = False
+    api_keys: bool = True
 
 
 class Share(BaseModel):
     thread_id: str = Field(min_length=1, max_length=36)
+
+
+class KeyId(BaseModel):
+    id: str = Field(min_length=1, max_length=36)
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,7 @@ class Admin:
     replicas: Replicas
     sessions: Sessions | None
     identities: Identities
+    keys: ApiKeys
 
     async def state(self, me: str) -> dict[str, Any]:
         """Everything the page shows."""
@@ -128,6 +135,7 @@ class Admin:
             "default_system_prompt": self.settings.system_prompt,
             "presets": [preset.name for preset in BUILT_IN],
             "shares": await self.team.shared_chats(),
+            "keys": [asdict(key) for key in await self.keys.listed()],
             "health": await self.health(),
             "changes": await self.team.recent_changes(),
         }
@@ -258,6 +266,13 @@ class Admin:
             raise HTTPException(404, "No such chat")
         return self.done(change)
 
+    async def revoke_key(self, me: str, key: KeyId) -> dict[str, bool]:
+        owner = next((k.owner for k in await self.keys.listed() if k.id == key.id), "")
+        change = Change(me, "revoke API key", owner or "(gone)", key.id)
+        if not await self.keys.revoke_any(change, key.id):
+            raise HTTPException(404, "No such key")
+        return self.done(change)
+
 
 def found(changed: bool, name: str) -> None:
     """A change that named no user is a 404."""
@@ -287,6 +302,7 @@ def install(admin: Admin) -> None:
         "users/remove": admin.remove_user,
         "defaults": admin.set_defaults,
         "shares/unshare": admin.unshare,
+        "keys/revoke": admin.revoke_key,
     }
     for path, change in changes.items():
         seam.add_route(f"{PREFIX}/{path}", endpoint(change, me), "POST")

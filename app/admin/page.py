@@ -13,7 +13,7 @@ from app.page import seam
 from app.web.app_pages import Assets, Link, frame, sections
 
 ROUTE = "/admin"
-SECTIONS = ("users", "own_limits", "usage", "defaults", "shares", "health", "changes")
+SECTIONS = ("users", "own_limits", "usage", "defaults", "shares", "api_keys", "health", "changes")
 REFUSED = """<!DOCTYPE html>
 <html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title></head>
@@ -29,7 +29,7 @@ def page_language(forced: str, request: Request) -> str:
 def render(lang: str) -> str:
     """The page, with its sections empty until the script fills them."""
     words = TEXT[lang]
-    links = [Link("/", words["back"]), Link("/chats", words["chats"])]
+    links = [Link("/", words["back"]), Link("/chats", words["chats"]), Link("/account", words["account"])]
     return frame(
         lang, words, links, sections(words, SECTIONS), Assets("/public/admin/admin.js", "/public/admin/admin.css")
     )

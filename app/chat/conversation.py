@@ -17,6 +17,18 @@ TokenBound = Callable[[list[Message]], Awaitable[int | None]]
 MIN_REPLY_TOKENS = 16
 
 
+async def most_that_fit(fits: Callable[[int], Awaitable[bool]], most: int) -> int:
+    """The largest n in [0, most] for which `fits(n)` holds, when taking more never helps (0 is taken to fit)."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if await fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 class Ending(StrEnum):
     """How an assistant answer ended."""
 
@@ -123,3 +135,18 @@ async def plan_request(
             low = middle + 1
     skip, messages, prompt_tokens = best
     return Plan(messages=messages, max_tokens=max_tokens, prompt_tokens=prompt_tokens, dropped_turns=skip)
+
+
+async def plan_messages(
+    messages: list[Message], *, max_tokens: int, window: int, count: TokenCounter, bound: TokenBound | None = None
+) -> Plan:
+    """Messages sent as a client gave them (none left out): max_tokens lowered to the room the window leaves;
+    MESSAGE_TOO_LONG when not even a short reply fits."""
+    at_most = await bound(messages) if bound is not None and window > 0 else None
+    if window <= 0 or (at_most is not None and at_most + max_tokens <= window):
+        return Plan(messages=messages, max_tokens=max_tokens, prompt_tokens=None, dropped_turns=0)
+    tokens = await count(messages)
+    min_reply = min(max_tokens, MIN_REPLY_TOKENS)
+    if tokens + min_reply > window:
+        raise ChatError(Problem.MESSAGE_TOO_LONG, tokens=tokens, limit=window - min_reply)
+    return Plan(messages=messages, max_tokens=min(max_tokens, window - tokens), prompt_tokens=tokens, dropped_turns=0)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,7 +18,7 @@ from app.chat.attachments import Attachment, as_seen, attachments_of, compose, o
 from app.chat.backend import Backend, ModelInfo, Sampling
 from app.chat.branches import NOT_SENT, Branches, Step, conversation_before, kept_from
 from app.chat.coalesce import Coalescer
-from app.chat.conversation import Conversation, Ending, Plan, answer_room, plan_request
+from app.chat.conversation import Conversation, Ending, Message, Plan, answer_room, plan_messages, plan_request
 from app.chat.passages import CANDIDATES, Finder, Passage, asked_before, chosen, given_before, with_passages
 from app.chat.preferences import Preferences
 from app.chat.stats import AnswerStats
@@ -54,6 +55,8 @@ class Replied:
     failure: ChatError | None = None
     prompt_tokens: int | None = None
     tokens: int | None = None
+    # Why the server ended it ("stop", "length"; None: it did not say, or the reply was stopped or failed).
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class Reply:
     document_tokens: int = DEFAULT_DOCUMENT_TOKENS
     # The chat's id, sent with its requests: a router keeps the chat on the server that holds its prefix.
     chat_key: str = ""
+    # The sampling seed a client asked for (None: the server's own randomness).
+    seed: int | None = None
 
     async def plan(self, branches: Branches, question_id: str) -> Planned:
         """The model, and the request for the branch up to the question; ChatError when none can be sent.
@@ -103,7 +108,7 @@ class Reply:
         previous one (the server's prefix cache holds it); the question gets the strong passages the prompt does not
         hold yet. When the budget leaves out older turns, the passages they held may be given again.
         """
-        try:
+        with counted_if_refused():
             branches = await self._read_in(branches, question_id)
             model = await self.backend.model()
             given = await self._given(branches, question_id)
@@ -117,9 +122,19 @@ class Reply:
                 choice = chosen(candidates, room, held_from(conversation, given, plan.dropped_turns))
                 plan = await self._fit(conversation, question, model, choice.passages, start=plan.dropped_turns)
             return Planned(model, plan, choice.passages, choice.crowded_out)
-        except ChatError as error:
-            metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
-            raise
+
+    async def plan_given(self, messages: list[Message]) -> Planned:
+        """The model, and the request for messages a client gave (an API call), fitted to the window as they are."""
+        with counted_if_refused():
+            model, backend = await self.backend.model(), self.backend
+            plan = await plan_messages(
+                messages,
+                max_tokens=self.preferences.max_tokens,
+                window=model.max_model_len,
+                count=backend.count_prompt_tokens,
+                bound=backend.prompt_bound,
+            )
+            return Planned(model, plan, [])
 
     async def _read_in(self, branches: Branches, question_id: str) -> Branches:
         """The branch with the text of each document read whole fetched into its question (a copy)."""
@@ -221,6 +236,7 @@ class Reply:
             top_p=prefs.top_p,
             max_tokens=plan.max_tokens,
             repetition_penalty=prefs.repetition_penalty,
+            seed=self.seed,
         )
         said: list[str] = []
 
@@ -266,7 +282,18 @@ class Reply:
             cached_tokens=cached,
         )
         measure(stats, ending)
-        return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens)
+        finish = opened.finish_reason if opened else None
+        return Replied("".join(said), ending, stats, failure, prompt_tokens, tokens, finish)
+
+
+@contextlib.contextmanager
+def counted_if_refused() -> Iterator[None]:
+    """A plan's refusal counted among the answers: not sent (the budget's), or failed."""
+    try:
+        yield
+    except ChatError as error:
+        metrics.ANSWERS.labels(NOT_SENT if error.problem in NOT_SENT_PROBLEMS else Ending.FAILED.value).inc()
+        raise
 
 
 def measure(stats: AnswerStats, ending: Ending) -> None:

@@ -55,14 +55,17 @@ class Tab:
     # Whether nothing of the chat is written anywhere (a temporary chat), and whether an admin made it so.
     temporary: bool = False
     temporary_only: bool = False
+    # The user's memory as the next answer reads it ("": none, or a temporary chat), and the facts it was made of.
+    memory: str = ""
+    remembered: tuple[str, ...] = ()
 
     def answering_preferences(self) -> Preferences:
-        """The preferences an answer uses: the project's instructions first in the system prompt (byte-stable)."""
-        if self.project is None or not self.project.instructions.strip():
+        """The preferences an answer uses: the memory, then the project's instructions, first in the system prompt
+        (each byte-stable)."""
+        instructions = self.project.instructions.strip() if self.project is not None else ""
+        if not self.memory and not instructions:
             return self.preferences
-        joined = "\n\n".join(
-            part for part in (self.project.instructions.strip(), self.preferences.system_prompt) if part
-        )
+        joined = "\n\n".join(part for part in (self.memory, instructions, self.preferences.system_prompt) if part)
         return self.preferences.model_copy(update={"system_prompt": joined})
 
     @property

@@ -13,13 +13,12 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app import metrics
 from app.chats.importing import Importing
 from app.documents.library import Library
 from app.history.projects import INSTRUCTIONS_MAX_CHARS, Outcome, Projects
 from app.history.store import ChatStore
 from app.page import seam
-from app.web.app_pages import endpoint, from_own_page
+from app.web.app_pages import endpoint, page_sender, page_user
 from app.web.protection import IMPORT_ROUTE
 
 log = logging.getLogger(__name__)
@@ -129,29 +128,13 @@ class Chats:
         return done(await self.projects.mark(me, flag.id, archived=flag.on), "chat")
 
 
-def caller(request: Request, user: seam.LoggedInUser) -> str:
-    """The logged-in user asking, from the chat's own pages (401 without a login, 403 from another site)."""
-    return checked(request, user, "application/json")
-
-
-def checked(request: Request, user: Any, body_type: str) -> str:
-    """The logged-in user asking, from the chat's own pages with a body of this type (401, 403 otherwise)."""
-    if user is None:
-        raise HTTPException(401, "Log in first")
-    if not from_own_page(request.method, request.headers, body_type):
-        log.warning("Chats page: refused %s's %s from another site's page", user.identifier, request.method)
-        metrics.REFUSALS.labels("origin").inc()
-        raise HTTPException(403, "Requests from another site are refused")
-    return str(user.identifier)
-
-
 def install(chats: Chats, importing: Importing) -> None:
     """Serve the routes: each checks its caller first, then touches only the caller's own rows."""
-    me = Annotated[str, Depends(caller)]
+    me = Annotated[str, Depends(page_user)]
 
     async def import_export(request: Request, user: seam.LoggedInUser) -> Response:
         """An export's chats made the caller's, its progress streamed (the file is the body, its name `?name=`)."""
-        return await importing.respond(request, checked(request, user, "application/octet-stream"))
+        return await importing.respond(request, page_sender(request, user, "application/octet-stream"))
 
     seam.add_route(IMPORT_ROUTE, import_export, "POST")
     seam.add_route(f"{PREFIX}/state", endpoint(chats.state, me))

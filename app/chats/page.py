@@ -19,7 +19,8 @@ SECTIONS = ("search", "chats", "projects", "archived", "import")
 def render(lang: str, *, admin: bool, import_max_mb: int) -> str:
     """The page, with its sections empty until the script fills them."""
     words = TEXT[lang] | {"import_max_mb": str(import_max_mb)}
-    links = [Link("/", words["back"])] + ([Link("/admin", words["admin"])] if admin else [])
+    links = [Link("/", words["back"]), Link("/account", words["account"])]
+    links += [Link("/admin", words["admin"])] if admin else []
     return frame(lang, words, links, sections(words, SECTIONS), Assets("/public/chats/chats.js"))
 
 

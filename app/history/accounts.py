@@ -22,12 +22,14 @@ from app.errors import HistoryUnreachable, LoginRequired
 from app.history import message_index, passage_index
 from app.history.database import create_engine, database_url, describe, upgrade
 from app.history.schema import (
+    api_keys,
     chat_documents,
     deleted_chats,
     documents,
     elements,
     feedbacks,
     identities,
+    memories,
     presets,
     project_documents,
     projects,
@@ -165,6 +167,8 @@ def delete_user(connection: Connection, name: str) -> bool:
     connection.execute(sa.delete(projects).where(projects.c.user_id == user_id))
     connection.execute(sa.delete(user_limits).where(user_limits.c.user_id == user_id))
     connection.execute(sa.delete(identities).where(identities.c.user_id == user_id))
+    for table in (api_keys, memories):  # a removed user's keys answer no request
+        connection.execute(sa.delete(table).where(table.c.user_id == user_id))
     connection.execute(sa.delete(users).where(users.c.id == user_id))
     return True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from chainlit.user import PersistedUser
@@ -81,6 +82,25 @@ def step_dict(row: RowMapping) -> StepDict:
             "comment": row["comment"],
         }
     return step  # type: ignore[return-value]  # the keys of StepDict, as Chainlit sent them
+
+
+def new_step(thread_id: str, kind: str, name: str, output: str, metadata: dict[str, Any]) -> StepDict:
+    """A new message of a thread, whole, as Chainlit's data layer takes it (for a write made outside a page)."""
+    now = timestamp()
+    return {
+        "id": str(uuid.uuid4()),
+        "threadId": thread_id,
+        "parentId": None,
+        "name": name,
+        "type": kind,  # type: ignore[typeddict-item]  # one of Chainlit's message types, as the caller names it
+        "input": "",
+        "output": output,
+        "isError": False,
+        "createdAt": now,
+        "start": now,
+        "end": now,
+        "metadata": metadata,
+    }
 
 
 def thread_dict(row: RowMapping, step_list: list[StepDict], element_list: list[ElementDict]) -> ThreadDict:

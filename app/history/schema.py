@@ -238,6 +238,33 @@ message_terms = sa.Table(
 )
 
 
+# Each user's personal API keys for the app's OpenAI-compatible /v1 routes: only the key's SHA-256 is kept (the key
+# itself is shown once), with its start so its owner can tell keys apart.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False, unique=True),
+    sa.Column("start", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
+)
+
+# What each user asked the model to know about them ("About you"), oldest first: the start of every system prompt of
+# theirs, except where paused.
+memories = sa.Table(
+    "memories",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("user_id", sa.String(36), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+
 # Each user's own presets: a name and the settings it sets (app/presets.py); a name is unique per user.
 presets = sa.Table(
     "presets",

@@ -24,6 +24,8 @@ DEFAULTS: dict[str, Any] = {
     "hidden_presets": [],
     "open_sign_on": False,
     "temporary_chats": False,
+    # Personal API keys for /v1: made on the account page, answered by the API.
+    "api_keys": True,
 }
 LOG_SHOWN = 50
 Result = TypeVar("Result")

@@ -19,6 +19,7 @@ from app.chat.attachments import Attachment, Upload, UploadLimits, attachments_o
 from app.chat.backend import Backend
 from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, is_question, placed
 from app.chat.conversation import Ending
+from app.chat.memory import recalled
 from app.chat.passages import SOURCES_KEY, Finder
 from app.chat.quotas import Quotas
 from app.chat.reply import NOT_SENT_PROBLEMS, Reply
@@ -26,6 +27,7 @@ from app.chat.tab import Tab
 from app.config import DEFAULT_ANSWER_CHECKPOINT_S, DEFAULT_DOCUMENT_SHARE, DEFAULT_DOCUMENT_TOKENS
 from app.documents.library import Library, Outcome
 from app.errors import ChatError, HistoryUnavailable, Problem
+from app.history.memories import Memories
 from app.i18n import text
 from app.page import seam
 from app.page.answer_controls import offer_regenerate, show_line
@@ -56,6 +58,9 @@ class Pipeline:
     document_tokens: int = DEFAULT_DOCUMENT_TOKENS
     # How often a streaming answer's text so far is written to the history (ANSWER_CHECKPOINT_SECONDS; 0: never).
     checkpoint_s: float = DEFAULT_ANSWER_CHECKPOINT_S
+    # The users' memories (None with the history off), and the tokens one's memory may take (MEMORY_MAX_TOKENS).
+    memories: Memories | None = None
+    memory_tokens: int = 0
 
     async def told_busy(self, chat: Tab) -> bool:
         """Tell the user an answer is still streaming; True if so."""
@@ -236,6 +241,7 @@ class Pipeline:
         `while_streaming` runs once the reply is streaming, past its first page updates: not among the requests
         and first words of a burst of questions, nor among the endings of answers that end together.
         """
+        await self.recall(chat)
         reply = self.reply(chat)
         try:
             planned = await reply.plan(chat.branches, question_id)
@@ -266,6 +272,23 @@ class Pipeline:
                 self.settle(chat, shown.to_dict(), question_id)
                 await show_line(chat, shown.id, kept=self.history.kept)
         await offer_regenerate(chat)
+
+    async def recall(self, chat: Tab) -> None:
+        """The user's memory as the next answer reads it, read at each answer; none in a temporary chat.
+
+        While the database or vLLM cannot say, the chat keeps the memory it had (and so its prompt's start).
+        """
+        if self.memories is None or chat.user is None:
+            return
+        if chat.temporary or self.history.temporaries.never_kept(seam.thread_id()):
+            chat.memory, chat.remembered = "", ()
+            return
+        with contextlib.suppress(HistoryUnavailable, ChatError):  # logged by the store; said by the plan
+            facts = tuple(await self.memories.in_use(chat.user))
+            if facts != chat.remembered or not chat.memory:
+                heading, count = text(chat.lang, "memory_heading"), self.backend.count_text_tokens
+                chat.memory = await recalled(heading, facts, self.memory_tokens, count)
+                chat.remembered = facts
 
     def checkpoints(self, metadata: dict[str, Any]) -> Checkpoints | None:
         """An answer's checkpoints, stored with this metadata (None: the history is off, or so are they)."""

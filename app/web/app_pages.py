@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import inspect
 import json
+import logging
 import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -14,8 +15,13 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
+from starlette.requests import Request
 
+from app import metrics
 from app.errors import HistoryRefused, HistoryUnavailable
+from app.page import seam
+
+log = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 FRAME = """<!DOCTYPE html>
@@ -108,6 +114,22 @@ def from_own_page(method: str, headers: Headers, body_type: str = "application/j
     if site is not None and site not in ("same-origin", "none"):
         return False
     return headers.get("content-type", "").split(";")[0].strip() == body_type
+
+
+def page_user(request: Request, user: seam.LoggedInUser) -> str:
+    """The logged-in user asking, from the chat's own pages (401 without a login, 403 from another site)."""
+    return page_sender(request, user, "application/json")
+
+
+def page_sender(request: Request, user: Any, body_type: str) -> str:
+    """The logged-in user asking, from the chat's own pages with a body of this type (401, 403 otherwise)."""
+    if user is None:
+        raise HTTPException(401, "Log in first")
+    if not from_own_page(request.method, request.headers, body_type):
+        log.warning("Refused %s's %s of %s from another site's page", user.identifier, request.method, request.url.path)
+        metrics.REFUSALS.labels("origin").inc()
+        raise HTTPException(403, "Requests from another site are refused")
+    return str(user.identifier)
 
 
 def endpoint(action: Callable[..., Awaitable[Any]], me: Any) -> Callable[..., Awaitable[Any]]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,6 +27,8 @@ class Cap:
     megabytes: float
     setting: str
     what: str = "Request body"
+    # How the refusal's sentence is written as JSON (OpenAI's shape for the /v1 routes).
+    shape: Callable[[str], dict[str, Any]] = lambda sentence: {"detail": sentence}
 
 
 class BodyLimit:
@@ -77,7 +80,7 @@ class BodyLimit:
         """Answer 413 with a sentence, and log the request."""
         log.info("Refused a request body over %g MB: %s %s", cap.megabytes, scope["method"], scope["path"])
         metrics.REFUSALS.labels("body_too_large").inc()
-        body = json.dumps({"detail": f"{cap.what} over the limit of {cap.megabytes:g} MB ({cap.setting})"}).encode()
+        body = json.dumps(cap.shape(f"{cap.what} over the limit of {cap.megabytes:g} MB ({cap.setting})")).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 413, "headers": [*headers, (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})

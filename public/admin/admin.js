@@ -174,11 +174,12 @@ function drawDefaults() {
     el("input", { type: "checkbox", id, name, checked }), el("label", { for: id }, label));
   const open = check("defaults-open-sign-on", "open", d.open_sign_on, T.open_sign_on);
   const temporary = check("defaults-temporary", "temporary", d.temporary_chats, T.temporary_chats);
-  content.append(form("set-defaults", T.defaults, [prompt, presets, open, temporary], T.save, async (data) => {
+  const keys = check("defaults-api-keys", "api_keys", d.api_keys, T.api_keys_on);
+  content.append(form("set-defaults", T.defaults, [prompt, presets, open, temporary, keys], T.save, async (data) => {
     const shown = data.getAll("preset");
     await change("defaults", { system_prompt: data.get("defaults-prompt") || null,
       hidden_presets: state.presets.filter((name) => !shown.includes(name)), open_sign_on: data.get("open") === "on",
-      temporary_chats: data.get("temporary") === "on" }, T.defaults);
+      temporary_chats: data.get("temporary") === "on", api_keys: data.get("api_keys") === "on" }, T.defaults);
     return false; // the form shows what is saved, read again
   }));
 }
@@ -197,6 +198,24 @@ function drawShares() {
       el("td", {}, el("button", { type: "button", "aria-label": say("action_of", { action: T.unshare, name: s.name || s.id }),
         onclick: () => change("shares/unshare", { thread_id: s.id }, say("action_of", { action: T.unshare, name: s.name || s.id })) },
       T.unshare)))))));
+}
+
+function drawKeys() {
+  const content = section("api_keys");
+  content.append(el("p", {}, state.defaults.api_keys ? T.api_keys_about : T.api_keys_off));
+  if (!state.keys.length) {
+    content.append(el("p", {}, T.no_keys));
+    return;
+  }
+  content.append(el("table", { id: "keys-table" }, el("caption", { class: "visually-hidden" }, T.api_keys),
+    el("thead", {}, el("tr", {}, [T.key, T.owner, T.made, T.last_used, T.actions].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, state.keys.map((k) => el("tr", { "data-key": k.id },
+      el("th", { scope: "row" }, `${k.name} (${k.start}…)`), el("td", {}, k.owner), el("td", {}, when(k.created_at)),
+      el("td", {}, when(k.last_used_at)),
+      el("td", {}, el("button", { type: "button", class: "danger", "aria-label": say("action_of", { action: T.revoke, name: `${k.owner}: ${k.name}` }),
+        onclick: () => confirm(say("confirm_revoke", { name: k.name, owner: k.owner }))
+          && change("keys/revoke", { id: k.id }, say("action_of", { action: T.revoke, name: `${k.owner}: ${k.name}` })) },
+      T.revoke)))))));
 }
 
 function drawHealth() {
@@ -233,6 +252,7 @@ async function load() {
   drawUsage();
   drawDefaults();
   drawShares();
+  drawKeys();
   drawHealth();
   drawChanges();
   fillUserPickers();

@@ -44,6 +44,8 @@ HOSTILE = {
     "EMBEDDINGS_URL": "http://127.0.0.6:8006/v1",
     "EMBEDDINGS_MODEL": "hostile-embedder",
     "EMBEDDINGS_API_KEY": "hostile-embed-key",
+    "API_KEYS_PER_USER": "4",
+    "MEMORY_MAX_TOKENS": "200",
     "HISTORY": "false",
     "DATA_DIR": "/nonexistent/hostile-data",
     "DATABASE_URL": "postgresql://hostile:hostile@127.0.0.5:5999/hostile",

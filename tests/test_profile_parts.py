@@ -1,0 +1,39 @@
+"""A py-spy profile of the app split into the parts of its work, as `make bench-capacity --py-spy` reports it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.profile_parts import HISTORY, PACKETS, REST, UPDATES, UPSTREAM, WEBSOCKET, part_of, shares
+
+# Frames as py-spy's raw format names them, from stacks sampled in the app under the capacity benchmark.
+LOOP = "_patch_loop.<locals>._run_once (nest_asyncio.py:133)"
+STREAM = "Reply.stream (app/chat/reply.py:242)"
+TOKEN = "MessageBase.stream_token (chainlit/message.py:197)"
+EMIT = "emits_sent_by_the_emitter.<locals>.emit (app/page/seam.py:484)"
+WRITE = "_SelectorSocketTransport.write (asyncio/selector_events.py:1057)"
+JSON_OUT = "JSONEncoder.encode (json/encoder.py:200)"
+JSON_IN = "JSONDecoder.raw_decode (json/decoder.py:356)"
+FRAME_OUT = "WebSocketsSansIOProtocol.send (uvicorn/protocols/websockets/websockets_sansio_impl.py:512)"
+ROWS_IN = "Writer._apply (app/history/writes/writer.py:90)"
+STACKS = {
+    WEBSOCKET: [LOOP, STREAM, TOKEN, EMIT, FRAME_OUT, WRITE],
+    PACKETS: [LOOP, STREAM, TOKEN, EMIT, "Packet.encode (socketio/packet.py:64)", JSON_OUT],
+    UPDATES: [LOOP, STREAM, "Coalescer.add (app/chat/coalesce.py:25)", TOKEN],
+    UPSTREAM: [LOOP, STREAM, "ChatStream._read (app/chat/backend.py:179)", JSON_IN],
+    HISTORY: ["Thread.run (threading.py:982)", ROWS_IN, "Connection.execute (sqlalchemy/engine/base.py:1412)"],
+    REST: [LOOP, "BaseEventLoop.create_future (asyncio/base_events.py:427)"],
+}
+
+
+@pytest.mark.parametrize("part", STACKS)
+def test_a_stack_belongs_to_the_part_its_innermost_known_frame_names(part):
+    assert part_of(STACKS[part]) == part
+
+
+def test_the_parts_share_out_every_sample(tmp_path):
+    raw = tmp_path / "profile.txt"
+    counts = {WEBSOCKET: 1, PACKETS: 2, UPDATES: 3, UPSTREAM: 10, HISTORY: 4, REST: 0}
+    waiting = f"{LOOP};EpollSelector.select (selectors.py:468) 7\n"  # the loop idle: not work
+    raw.write_text(waiting + "".join(f"{';'.join(STACKS[part])} {count}\n" for part, count in counts.items() if count))
+    assert shares(raw) == {part: count / 20 for part, count in counts.items()}

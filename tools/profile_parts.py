@@ -1,0 +1,50 @@
+"""Where the app's time goes in a py-spy profile (`--format raw`): each sample's stack put in one part of the work."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+# Each part by what its frames' file paths hold, checked from a stack's innermost frame outwards: the first frame
+# that belongs to a part decides (a JSON encoder called by socket.io is socket.io's; a socket write by the websocket
+# server is the websocket's).
+WEBSOCKET, PACKETS, UPDATES = "websocket frames", "socket.io packets", "page updates"
+UPSTREAM, HISTORY, REST = "vLLM's streams", "history writes", "the rest"
+PARTS = {  # py-spy names a frame `function (path/from/site-packages.py:line)`
+    WEBSOCKET: ("(uvicorn/protocols/websockets/", "(websockets/"),
+    PACKETS: ("(socketio/", "(engineio/", "(app/page/seam.py"),
+    UPDATES: (
+        "(chainlit/message.py",
+        "(chainlit/emitter.py",
+        "(app/chat/coalesce.py",
+        "OnPage.words",
+        "Reply.stream.<locals>.show",
+    ),
+    UPSTREAM: ("(httpx", "(httpcore", "(h11/", "(anyio/", "(openai/", "(app/chat/backend.py", "(app/chat/transport.py"),
+    HISTORY: ("(sqlalchemy/", "(app/history/", "(app/terms.py"),
+}
+
+
+# The event loop waiting for its sockets: py-spy counts it now and then though the process is idle, so it is no work.
+WAITING = "EpollSelector.select (selectors.py"
+
+
+def part_of(stack: list[str]) -> str:
+    """The part of the work one sampled stack (outermost frame first) was doing."""
+    for frame in reversed(stack):
+        for part, marks in PARTS.items():
+            if any(mark in frame for mark in marks):
+                return part
+    return REST
+
+
+def shares(raw: Path) -> dict[str, float]:
+    """Each part's share of the profile's samples at work (py-spy's raw format: `frame;frame;… count` a line)."""
+    counts: Counter[str] = Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if stack and not frames[-1].startswith(WAITING):
+            counts[part_of(frames)] += int(count)
+    total = sum(counts.values()) or 1
+    return {part: counts[part] / total for part in [*PARTS, REST]}
