@@ -10,7 +10,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.support.documents import ENGLISH_QUESTION, FOLLOW_UP, english_manual
+from app.chat.passages import CANDIDATES
+from tests.support.documents import ENGLISH_NEEDLE, ENGLISH_QUESTION, FOLLOW_UP, english_manual
 from tests.support.fake_openai import FakeState, fake_openai_server
 from tests.support.history import answer_of, started_chat
 from tests.support.servers import ChatApp, VllmServer, running
@@ -56,6 +57,31 @@ async def test_a_question_about_a_document_asks_for_one_prompt_count_at_most(cou
         mark = len(state.requests)
         answer_of(await tab.ask(question))
         assert len(counted_messages(state, mark)) <= 1
+    await tab.close()
+
+
+def counted_texts(state: FakeState, since: int) -> list[str]:
+    """The texts (passages) whose tokens alone were asked for since `since`."""
+    return [
+        str(request["prompt"])
+        for request in state.requests[since:]
+        if request["path"] == "/tokenize" and "prompt" in request
+    ]
+
+
+async def test_a_documents_passages_are_counted_when_a_question_first_finds_them_and_only_those(counting_app):
+    app, state = counting_app
+    tab = await started_chat(app)
+    mark = len(state.requests)
+    status, reply = await tab.upload("manual.pdf", english_manual(pages=40), "application/pdf")  # 80 passages
+    assert status == 200
+    answer_of(await tab.ask(ENGLISH_QUESTION, files=(str(reply["id"]),)))
+    first = counted_texts(state, mark)
+    # Kept uncounted; then the question's candidates counted, the passage that answers among them.
+    assert 0 < len(first) <= CANDIDATES and any(ENGLISH_NEEDLE in text for text in first)
+    mark = len(state.requests)
+    answer_of(await tab.ask(ENGLISH_QUESTION))
+    assert counted_texts(state, mark) == []  # the same passages found again: their counts were kept
     await tab.close()
 
 

@@ -141,10 +141,10 @@ class Library:
         """A file kept as a document of the user's, split and indexed; one read whole keeps its text too.
 
         A document too long to read whole is searched by the chat it was uploaded in from now on. The same text kept
-        before by the user is that document again. A new one is split in a worker process, each passage's tokens
-        counted by the model server once; its passages go in by chunks, each a transaction of its own beside the
-        chat's writes (a long one never holds them up); the document is listed and searched once all are in, and
-        gone again if they cannot all go in.
+        before by the user is that document again. A new one is split in a worker process (its passages counted
+        once a question finds them: see `find`); its passages go in by chunks, each a transaction of its own beside
+        the chat's writes (a long one never holds them up); the document is listed and searched once all are in,
+        and gone again if they cannot all go in.
         """
         digest = await asyncio.to_thread(digest_of, file)
         again = functools.partial(self._again, user=user, thread_id=thread_id, digest=digest, file=file, whole=whole)
@@ -152,15 +152,10 @@ class Library:
             return kept_before
         document_id = str(uuid.uuid4())
         rows = await in_worker(passage_rows, document_id, file)
-        blocks = [block(Passage(0, file.name, row["page"], row["heading"], row["text"])) for row in rows]
-        tokens = await self._counted(blocks)
         vectors: list[bytes | None] = [None] * len(rows)
         if self.embedder is not None and rows:
             vectors = list(await self.embedder.embed([meant(row) for row in rows]) or vectors)
-        rows = [
-            row | {"embedding": vector, "tokens": count}
-            for row, vector, count in zip(rows, vectors, tokens, strict=True)
-        ]
+        rows = [row | {"embedding": vector} for row, vector in zip(rows, vectors, strict=True)]
 
         def begin(connection: Connection) -> Outcome:
             user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == user)).scalar()
@@ -333,7 +328,23 @@ class Library:
             return [dataclasses.replace(found[i], strength=strength[i]) for i in ids if i in found]
 
         result: list[Passage] = await self.writer.read("search your documents", work)
-        return result
+        return await self._with_tokens(result)
+
+    async def _with_tokens(self, found: list[Passage]) -> list[Passage]:
+        """The passages with their tokens: those never counted counted now by the model server, and kept.
+
+        Counted when first found, not when kept: a 1 000-page document's 2 000 counts (1.3 million tokens) would take
+        the model server's CPU from every chat streaming meanwhile, for passages most of which no question finds.
+        """
+        uncounted = [passage for passage in found if passage.tokens is None]
+        counts = await self._counted([block(passage) for passage in uncounted])
+        tokens = {passage.id: count for passage, count in zip(uncounted, counts, strict=True) if count is not None}
+        if tokens:
+            update = sa.update(passages).where(passages.c.id == sa.bindparam("passage_id"))
+            update = update.values(tokens=sa.bindparam("counted"))
+            counted = [{"passage_id": passage, "counted": count} for passage, count in tokens.items()]
+            await self._transaction("count your passages", lambda connection: connection.execute(update, counted))
+        return [dataclasses.replace(passage, tokens=tokens.get(passage.id, passage.tokens)) for passage in found]
 
     async def texts(self, user: str, document_ids: Sequence[str]) -> dict[str, str]:
         """The texts of the user's documents read whole, by id; others' and searched ones left out."""
