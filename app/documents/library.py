@@ -343,7 +343,8 @@ class Library:
             update = sa.update(passages).where(passages.c.id == sa.bindparam("passage_id"))
             update = update.values(tokens=sa.bindparam("counted"))
             counted = [{"passage_id": passage, "counted": count} for passage, count in tokens.items()]
-            await self._transaction("count your passages", lambda connection: connection.execute(update, counted))
+            with contextlib.suppress(HistoryUnavailable):  # logged by the store; counted again when found again
+                await self._transaction("count your passages", lambda connection: connection.execute(update, counted))
         return [dataclasses.replace(passage, tokens=tokens.get(passage.id, passage.tokens)) for passage in found]
 
     async def texts(self, user: str, document_ids: Sequence[str]) -> dict[str, str]:
