@@ -334,7 +334,7 @@ class Library:
         """The passages with their tokens: those never counted counted now by the model server, and kept.
 
         Counted when first found, not when kept: a 1 000-page document's 2 000 counts (1.3 million tokens) would take
-        the model server's CPU from every chat streaming meanwhile, for passages most of which no question finds.
+        seconds of the model server's CPU, for passages most of which no question finds.
         """
         uncounted = [passage for passage in found if passage.tokens is None]
         counts = await self._counted([block(passage) for passage in uncounted])
