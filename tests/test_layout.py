@@ -45,8 +45,8 @@ CHAINLIT_IMPORTERS = ("app.main", "app.page", "app.presets.panel", "app.history.
 NAMED_AS_A_FOLDER = ("app/history/migrations/",)
 # What the server side and the tools may take from the app.
 OUTSIDE_THE_APP = {"app.config"}
-# Benchmarks of the app's own code, which they import to measure it beside the alternative.
-MEASURE_THE_APP = {"tools.bench_retrieval", "tools.bench_search"}
+# Benchmarks of the app's own code, which they import to measure it (beside the alternative, or its SQL plan).
+MEASURE_THE_APP = {"tools.bench_retrieval", "tools.bench_search", "tools.explain_search"}
 
 
 def module_name(path: Path) -> str:

@@ -364,6 +364,9 @@ async def run(args: argparse.Namespace) -> str:
     start(server, args.model)
     tiny = args.model == "tiny"
     try:
+        if args.keep_only:
+            title = f"# A chat streaming while another keeps a long PDF ({args.model} model, the tree of {tree()})"
+            return "\n\n".join([title, streaming_table(await keep_while_streaming(server, args.keep_pages, tiny))])
         window = int(server.post("/tokenize", {"prompt": "window"})["max_model_len"])
         results = {}
         for side in passage_sides(paged_pdf(book), args.budgets):
@@ -417,8 +420,13 @@ def main() -> int:
     parser.add_argument(
         "--keep-pages", type=int, default=1000, help="pages of a PDF kept while a chat streams (0: not measured)"
     )
+    parser.add_argument(
+        "--keep-only", action="store_true", help="only the chat streaming while a PDF of --keep-pages pages is kept"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args()
+    if args.keep_only and args.keep_pages < 1:
+        parser.error("--keep-only: --keep-pages must be at least 1")
     if not 1 <= args.questions <= min(len(NEEDLES), args.pages):
         parser.error(f"--questions: from 1 to {min(len(NEEDLES), args.pages)} (one needle a page, {len(NEEDLES)} made)")
     return publish(asyncio.run(run(args)), args.out, "bench-documents")
