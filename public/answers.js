@@ -180,7 +180,10 @@
         code.hidden = false;
         const line = document.createElement("p");
         line.className = `${DIAGRAM}-error`;
-        line.textContent = say("diagramFailed", { error: String(error?.message ?? error).split("\n")[0] });
+        // Mermaid's parse errors: where (the first line) and what it expected (the last), around a drawing in text.
+        const lines = String(error?.message ?? error).split("\n");
+        const where = lines.length > 1 ? `${lines[0]} ${lines.at(-1)}` : lines[0];
+        line.textContent = say("diagramFailed", { error: where });
         figure.append(line);
       },
     );
@@ -201,7 +204,9 @@
   style.textContent = `
     .${DIAGRAM} { padding: 0 1rem; overflow-x: auto; }
     .${DIAGRAM} svg { display: block; margin: 0 auto 1rem; height: auto; }
-    .${DIAGRAM}-error { color: hsl(var(--destructive, 0 72% 51%)); font-size: 0.875rem; margin: 0 0 0.5rem; }
+    .${DIAGRAM}-error { color: #b91c1c; font-size: 0.875rem; margin: 0 0 0.5rem; }
+    .dark .${DIAGRAM}-error { color: #fca5a5; }
+    .${SPEAKER}[aria-pressed="true"] { color: hsl(var(--primary)); }
     .${DIAGRAM}-source { margin-left: auto; margin-right: 0.5rem; padding: 0.125rem 0.5rem; font-size: 0.75rem;
       border: 1px solid hsl(var(--border)); border-radius: 0.375rem; background: transparent; color: inherit; }`;
   document.head.append(style);
