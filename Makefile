@@ -163,6 +163,10 @@ users: install-app ## List the users who can log in
 usage: install-app ## Tokens each user used per day, from the history (DAYS=7)
 	$(APP_PY) -m app.history.usage --days $(or $(DAYS),7)
 
+.PHONY: vendor-mermaid
+vendor-mermaid: ## Fetch the pinned mermaid (diagrams) from the npm registry, check its sha512, into public/vendor/mermaid
+	$(PYTHON) -m tools.vendor_mermaid
+
 # Lighthouse for the accessibility test, pinned by tools/lighthouse/package-lock.json (npm ci: exactly that).
 LIGHTHOUSE_DIR ?= tools/lighthouse
 

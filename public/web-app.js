@@ -1,5 +1,5 @@
 // The chat page's keyboard shortcuts, the accessible names Chainlit's icon buttons lack, and a search result opened
-// at the message that matched, its words marked.
+// at the message that matched, its words marked; it loads public/answers.js (read aloud, diagrams).
 //
 // Loaded by Chainlit's `custom_js` (.chainlit/config.toml): a file from /public, so the CSP's script-src 'self'
 // allows it. It relies on Chainlit 2.12's internals: the ids of its buttons and the shape of its translations
@@ -72,11 +72,19 @@
   // The language Chainlit's page asks its strings in (the browser's, unless config.toml forces one).
   const language = navigator.language || "en-US";
   document.documentElement.lang = language; // Chainlit's index.html says "en" to every screen reader
-  fetch(`${root}/project/translations?language=${encodeURIComponent(language)}`)
-    .then((reply) => reply.json())
-    .then((body) => {
-      strings = body.translation;
+  const translations = (wanted) =>
+    fetch(`${root}/project/translations?language=${encodeURIComponent(wanted)}`).then((reply) => reply.json());
+  translations(language)
+    // The app's own strings are in English and Chinese only: other languages get the English ones.
+    .then(async (body) => ({ ...body.translation, webApp: body.translation.webApp ?? (await translations("en-US")).translation.webApp }))
+    .then((translation) => {
+      strings = translation;
       nameAll();
+      // Answers read aloud and diagrams drawn (public/answers.js), in the same words.
+      window.webAppSay = say;
+      const answers = document.createElement("script");
+      answers.src = `${root}/public/answers.js`;
+      document.head.append(answers);
     });
   // A search result opened (the chats page's `?find=words#step-<id>`, or a result of Chainlit's own search dialog):
   // once its chat is on the page, scroll to the message that matched and mark the words in it.

@@ -70,6 +70,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "lonely_app": ("vllm", "app"),  # test_recovery.py
     "paced_app": ("app",),  # test_reconnect.py: the app against a fake OpenAI server
     "counting_app": ("app",),  # test_documents_load.py: the app against a fake OpenAI server that counts
+    "scripted_chat": ("app",),  # test_browser_answers.py: the app against a fake OpenAI server's fixed answers
     "make_run": ("vllm", "app"),  # test_run.py
     "llama": ("llama",),  # test_llama_cpp.py
     "llama_app": ("llama", "app"),

@@ -28,7 +28,8 @@ WEB_APP = (
 FOREIGN_LINK = re.compile(r"""<link\b[^>]*?\bhref=["'](?:https?:)?//[^"']*["'][^>]*>\s*""", re.IGNORECASE)
 INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 # Chainlit compiles custom elements (the stats line) with new Function: 'unsafe-eval', but no inline script
-# other than the page's own, by hash. Styles: its components set style attributes.
+# other than the page's own, by hash. Styles: its components set style attributes, and the diagrams Mermaid draws
+# (public/vendor/mermaid) carry a <style> in their SVG, so 'unsafe-inline' styles stay; Mermaid evaluates no code.
 POLICY = (
     "default-src 'self'",
     "script-src 'self' 'unsafe-eval'{hashes}",

@@ -28,10 +28,12 @@ ANSWERS = "[data-step-type='assistant_message']"
 USER_MESSAGES = "[data-step-type='user_message']"
 
 
-def open_chat(browser: Browser, url: str, locale: str = "en-US") -> Page:
+def open_chat(browser: Browser, url: str, locale: str = "en-US", init_script: str = "") -> Page:
     """A fresh tab on the chat (through the key link of a chat without users, as `make chat` prints it), with every
-    request to another host blocked (fonts, CDNs)."""
+    request to another host blocked (fonts, CDNs); init_script runs in every page before the page's own."""
     context = browser.new_context(locale=locale, viewport={"width": 1100, "height": 800})
+    if init_script:
+        context.add_init_script(init_script)
     context.route(
         "**/*",
         lambda route: (
