@@ -2,7 +2,7 @@
 // reads again. A new key is shown once, from the answer that made it; the server keeps only its hash.
 "use strict";
 
-const { el, say, status, call, field, form, section, changer, when } = window.appPage;
+const { el, say, status, call, field, form, section, changer, when, stateOf, loaded } = window.appPage;
 const T = window.appPage.strings;
 const API = "/account/api";
 const BASE = `${location.origin}/v1`;
@@ -76,15 +76,11 @@ function drawKeys() {
 }
 
 async function load() {
-  const response = await fetch(`${API}/state`);
-  if (!response.ok) {
-    status(response.status === 401 ? T.login : say("failed", { why: response.statusText }), true);
-    return;
-  }
-  state = await response.json();
+  state = await stateOf(API);
+  if (state === null) return;
   drawMemory();
   drawKeys();
-  if (document.getElementById("status").textContent === T.loading) status("");
+  loaded();
 }
 
 load();

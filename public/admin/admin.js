@@ -1,7 +1,7 @@
 // The admin page: reads everything from /admin/api/state, sends each change as JSON, then reads again.
 "use strict";
 
-const { el, say, status, field, form, section, changer, when } = window.appPage;
+const { el, say, field, form, section, changer, when, stateOf, loaded } = window.appPage;
 const T = window.appPage.strings;
 const API = "/admin/api";
 let state = null;
@@ -241,12 +241,8 @@ function drawChanges() {
 }
 
 async function load() {
-  const response = await fetch(`${API}/state`);
-  if (!response.ok) {
-    status(response.status === 401 ? T.login : T.forbidden, true);
-    return;
-  }
-  state = await response.json();
+  state = await stateOf(API, () => T.forbidden);
+  if (state === null) return;
   drawUsers();
   drawLimits();
   drawUsage();
@@ -256,7 +252,7 @@ async function load() {
   drawHealth();
   drawChanges();
   fillUserPickers();
-  if (document.getElementById("status").textContent === T.loading) status("");
+  loaded();
 }
 
 load();

@@ -2,7 +2,7 @@
 // each change as JSON, then reads again.
 "use strict";
 
-const { el, say, status, call, field, form, section, changer, when } = window.appPage;
+const { el, say, status, call, field, form, section, changer, when, stateOf, loaded } = window.appPage;
 const T = window.appPage.strings;
 const API = "/chats/api";
 let state = null;
@@ -222,17 +222,13 @@ function drawSummary(node, s) {
 }
 
 async function load() {
-  const response = await fetch(`${API}/state`);
-  if (!response.ok) {
-    status(response.status === 401 ? T.login : say("failed", { why: response.statusText }), true);
-    return;
-  }
-  state = await response.json();
+  state = await stateOf(API);
+  if (state === null) return;
   if (!document.querySelector("#search form")) drawSearch();
   if (!document.querySelector("#import form")) drawImport();
   drawProjects();
   drawChats();
-  if (document.getElementById("status").textContent === T.loading) status("");
+  loaded();
 }
 
 load();

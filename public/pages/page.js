@@ -75,7 +75,22 @@ window.appPage = (() => {
     };
   }
 
+  // The page's state from its API (null once the status line says why not: logged out, or another failure).
+  async function stateOf(api, refused = (response) => say("failed", { why: response.statusText })) {
+    const response = await fetch(`${api}/state`);
+    if (!response.ok) {
+      status(response.status === 401 ? strings.login : refused(response), true);
+      return null;
+    }
+    return response.json();
+  }
+
+  // Once the page is drawn: the status line no longer says it is loading.
+  function loaded() {
+    if (document.getElementById("status").textContent === strings.loading) status("");
+  }
+
   const when = (at) => (at ? new Date(typeof at === "number" ? at * 1000 : at).toLocaleString(document.documentElement.lang) : say("never"));
 
-  return { strings, say, el, status, call, field, form, section, changer, when };
+  return { strings, say, el, status, call, field, form, section, changer, when, stateOf, loaded };
 })();
