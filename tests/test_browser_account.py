@@ -12,9 +12,9 @@ import pytest
 from playwright.sync_api import Browser, Dialog, Page, Playwright, expect
 
 from app.account.strings import TEXT
-from tests.support.browser import ANSWERS, logged_in
+from tests.support.browser import logged_in
 from tests.support.history import run_users
-from tests.support.lighthouse import audit, debugged_chromium, failing
+from tests.support.lighthouse import accessible_once_logged_in
 from tests.support.servers import ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.browser
@@ -76,14 +76,6 @@ def test_a_person_adds_a_fact_and_makes_a_key_shown_once_that_works_until_revoke
 
 
 def test_lighthouse_scores_the_account_page_accessible(playwright: Playwright, account_app, tmp_path_factory):
-    with debugged_chromium(playwright, tmp_path_factory.mktemp("lighthouse-account")) as (context, port):
-        page = context.new_page()
-        page.goto(account_app.url)
-        page.fill("#email", "cal")
-        page.fill("#password", "cal-password")
-        page.click("button[type=submit]")
-        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
-        page.close()
-        report = audit(account_app.url + "/account", port, "lighthouse-account")
-    score = report["categories"]["accessibility"]["score"]
-    assert score >= 0.98, f"accessibility {score}: " + "; ".join(failing(report, "accessibility"))
+    accessible_once_logged_in(
+        playwright, account_app.url, "/account", "cal", tmp_path_factory.mktemp("lighthouse-account")
+    )

@@ -16,7 +16,7 @@ from tests.support.browser import ANSWERS, logged_in, send, set_settings, shoot,
 from tests.support.documents import ENGLISH_NEEDLE, ENGLISH_QUESTION, english_manual
 from tests.support.fake_openai import FakeModel, FakeState, fake_openai_server
 from tests.support.history import run_users
-from tests.support.lighthouse import audit, debugged_chromium, failing
+from tests.support.lighthouse import accessible_once_logged_in
 from tests.support.servers import ChatApp, VllmServer, running
 
 pytestmark = pytest.mark.browser
@@ -188,14 +188,4 @@ def test_a_chinese_word_inside_a_longer_word_three_chats_back_is_found_and_opene
 
 
 def test_lighthouse_scores_the_chats_page_accessible(playwright: Playwright, team_app, tmp_path_factory):
-    with debugged_chromium(playwright, tmp_path_factory.mktemp("lighthouse-chats")) as (context, port):
-        page = context.new_page()
-        page.goto(team_app.url)
-        page.fill("#email", "ann")
-        page.fill("#password", "ann-password")
-        page.click("button[type=submit]")
-        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
-        page.close()
-        report = audit(team_app.url + "/chats", port, "lighthouse-chats")
-    score = report["categories"]["accessibility"]["score"]
-    assert score >= 0.98, f"accessibility {score}: " + "; ".join(failing(report, "accessibility"))
+    accessible_once_logged_in(playwright, team_app.url, "/chats", "ann", tmp_path_factory.mktemp("lighthouse-chats"))

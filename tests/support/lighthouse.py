@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import BrowserContext, Playwright
+from playwright.sync_api import BrowserContext, Playwright, expect
 
-from tests.support.browser import ARGS, CHROMIUM
+from tests.support.browser import ANSWERS, ARGS, CHROMIUM
 from tests.support.servers import LOGS, ROOT, free_port
 
 LIGHTHOUSE_DIR = ROOT / "tools" / "lighthouse" / "node_modules"
@@ -63,3 +63,19 @@ def failing(report: dict[str, Any], category: str) -> list[str]:
             nodes = [item.get("node", {}).get("selector", "") for item in items]
             lines.append(f"{ref['id']} ({audit_result['title']}): {nodes}")
     return lines
+
+
+def accessible_once_logged_in(playwright: Playwright, app_url: str, path: str, user: str, profile: Path) -> None:
+    """A team member (password `<user>-password`) logs in; the app's page at path scores ≥ 0.98 for accessibility."""
+    name = f"lighthouse-{path.strip('/')}"
+    with debugged_chromium(playwright, profile) as (context, port):
+        page = context.new_page()
+        page.goto(app_url)
+        page.fill("#email", user)
+        page.fill("#password", f"{user}-password")
+        page.click("button[type=submit]")
+        expect(page.locator(ANSWERS).first).to_contain_text("Hello", timeout=30_000)
+        page.close()
+        report = audit(app_url + path, port, name)
+    score = report["categories"]["accessibility"]["score"]
+    assert score >= 0.98, f"accessibility {score}: " + "; ".join(failing(report, "accessibility"))
