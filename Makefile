@@ -54,11 +54,14 @@ SERVER_KIND := $(if $(filter auto,$(DEVICE)),$(GPU_PRESENT),$(DEVICE))
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
 
+# Mermaid's bundle (5.5 MB) is fetched at install, not kept in git: the pin and its sha512 are in the tool.
+MERMAID = public/vendor/mermaid/mermaid.min.js
+
 .PHONY: install
 install: install-app install-server ## Install the app and the vLLM server environments
 
 .PHONY: install-app
-install-app: $(APP_VENV)/.installed ## Install the chat app (and test tools) into $(APP_VENV)
+install-app: $(APP_VENV)/.installed $(MERMAID) ## Install the chat app (and test tools) into $(APP_VENV)
 
 $(APP_VENV)/.installed: pyproject.toml
 	test -x $(APP_PY) || $(PYTHON) -m venv $(APP_VENV)
@@ -165,6 +168,9 @@ usage: install-app ## Tokens each user used per day, from the history (DAYS=7)
 
 .PHONY: vendor-mermaid
 vendor-mermaid: ## Fetch the pinned mermaid (diagrams) from the npm registry, check its sha512, into public/vendor/mermaid
+	$(PYTHON) -m tools.vendor_mermaid
+
+$(MERMAID): tools/vendor_mermaid.py
 	$(PYTHON) -m tools.vendor_mermaid
 
 # Lighthouse for the accessibility test, pinned by tools/lighthouse/package-lock.json (npm ci: exactly that).

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
-import time
 import webbrowser
 
 from app.config import get_settings, load_or_explain
@@ -11,15 +11,22 @@ from app.local_link import listening, running_link
 
 # How long the opener waits for the chat to listen before it gives up.
 OPEN_WITHIN_S = 120.0
+ASK_EVERY_S = 0.5
+
+
+async def listens_in_time(url: str) -> bool:
+    """Whether the chat listens at url within OPEN_WITHIN_S (asked every ASK_EVERY_S)."""
+    for _ in range(int(OPEN_WITHIN_S / ASK_EVERY_S)):
+        if await asyncio.to_thread(listening, url):
+            return True
+        await asyncio.sleep(ASK_EVERY_S)
+    return False
 
 
 def open_when_listening(url: str) -> None:
     """Wait for the chat to listen, then open the link in a graphical browser (never a console one)."""
-    deadline = time.monotonic() + OPEN_WITHIN_S
-    while not listening(url):
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.5)  # a process of its own, started apart from the chat: no event loop to block
+    if not asyncio.run(listens_in_time(url)):
+        return
     try:
         browser = webbrowser.get()
     except webbrowser.Error:  # no browser at all
