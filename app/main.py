@@ -12,6 +12,7 @@ from app.build import build
 from app.chat.branches import placed
 from app.chat.preferences import Preferences, apply_changes
 from app.chat.tab import Tab
+from app.chat.workers import stop_workers
 from app.config import get_settings
 from app.i18n import text
 from app.page import library_page, lifecycle, organize, remember, seam, temporary
@@ -44,9 +45,11 @@ async def on_app_startup() -> None:
 
 @cl.on_app_shutdown
 async def on_app_shutdown() -> None:
-    """Stop the answers (each keeps what it showed), commit or journal what waits; close the pool to vLLM."""
+    """Stop the answers (each keeps what it showed), commit or journal what waits; close the pool to vLLM; end the
+    processes reading files."""
     await APP.history.close()
     await APP.backend.aclose()
+    stop_workers()
 
 
 @cl.set_chat_profiles

@@ -15,11 +15,11 @@ from app.chat.attachments import (
     UploadLimits,
     as_seen,
     compose,
-    in_worker,
     overflowing,
     read_all,
     with_files,
 )
+from app.chat.workers import in_worker
 from app.errors import ChatError, Problem
 from tests.support.fake_openai import counted
 from tests.support.pdfs import paged_pdf, pdf

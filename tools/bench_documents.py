@@ -57,8 +57,9 @@ CUT = "cut to fit by hand"
 LINES_PER_PAGE = 40
 # Short answers: the first token is what is measured.
 ANSWER_TOKENS = 16
-# The streaming chat's answer while a long PDF is kept: long enough to outlast keeping it; streaming alone first.
-STREAM_TOKENS = 2000
+# The streaming chat's answer while a long PDF is kept: long enough to outlast keeping it (then stopped); streaming
+# alone first.
+STREAM_TOKENS = 4000
 STREAM_ALONE_S = 5.0
 # The window `make serve` plans when MAX_MODEL_LEN is not set.
 PLAN_WINDOW = int(ServeSettings.model_fields["max_model_len"].default)
@@ -315,6 +316,7 @@ async def keep_while_streaming(server: VllmServer, pages: int, tiny: bool) -> St
         question = asyncio.create_task(keeping.ask(NEEDLES[0][1], timeout=1800, files=(str(reply["id"]),)))
         await keeping.wait_for(lambda: indexed_at(keeping), 1800)
         ended = indexed_at(keeping) or time.perf_counter()
+        await streaming.stop()
         await asyncio.gather(question, answer)
     finally:
         for tab in (streaming, keeping):

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import multiprocessing
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
@@ -26,12 +20,6 @@ FILES_KEY = "files"
 PDF = ".pdf"
 # Characters a file name may not bring into the heading line the model reads (a line break would end it).
 UNSAFE_IN_NAME = re.compile(r"[\x00-\x1f\x7f]+")
-# Files are read and split in processes of their own, at the lowest CPU priority: a long PDF is pure Python for
-# minutes, which in a thread would hold the GIL the event loop streaming every answer needs, and its CPU goes to
-# the model server's answers first.
-WORKERS = 2
-WORKER_NICENESS = 19
-Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -83,24 +71,6 @@ class Upload:
     name: str
     type: str
     path: Path
-
-
-@functools.cache
-def workers() -> ProcessPoolExecutor:
-    """The processes that read and split files (started at first use, fresh interpreters: no thread of ours copied)."""
-    return ProcessPoolExecutor(
-        WORKERS, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice, initargs=(WORKER_NICENESS,)
-    )
-
-
-async def in_worker(function: Callable[..., Result], *args: Any) -> Result:
-    """A function of files run in a worker process (its arguments and result are pickled); ChatError if the process
-    died under it (the next call gets new ones)."""
-    try:
-        return await asyncio.get_running_loop().run_in_executor(workers(), function, *args)
-    except BrokenProcessPool:
-        workers.cache_clear()
-        raise ChatError(Problem.READER_STOPPED) from None
 
 
 def read_all(uploads: Sequence[Upload], limits: UploadLimits) -> list[Attachment]:

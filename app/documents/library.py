@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from app.chat.attachments import Attachment, in_worker
+from app.chat.attachments import Attachment
 from app.chat.passages import Passage, block
+from app.chat.workers import in_worker
 from app.documents.embeddings import Embedder, Vectors, fused, nearest, vectors_of
 from app.documents.split import pieces, without_margins
 from app.errors import ChatError, HistoryUnavailable

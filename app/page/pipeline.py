@@ -15,7 +15,7 @@ import chainlit as cl
 
 from app import metrics
 from app.chat.answering import Answering
-from app.chat.attachments import Attachment, Upload, UploadLimits, attachments_of, in_worker, read_all, with_files
+from app.chat.attachments import Attachment, Upload, UploadLimits, attachments_of, read_all, with_files
 from app.chat.backend import Backend
 from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, is_question, placed
 from app.chat.conversation import Ending
@@ -24,6 +24,7 @@ from app.chat.passages import SOURCES_KEY, Finder
 from app.chat.quotas import Quotas
 from app.chat.reply import NOT_SENT_PROBLEMS, Reply
 from app.chat.tab import Tab
+from app.chat.workers import in_worker
 from app.config import DEFAULT_ANSWER_CHECKPOINT_S, DEFAULT_DOCUMENT_SHARE, DEFAULT_DOCUMENT_TOKENS
 from app.documents.library import Library, Outcome
 from app.errors import ChatError, HistoryUnavailable, Problem
