@@ -12,7 +12,7 @@ from pathlib import Path
 from app.chat.workers import LOWEST_NICENESS, in_worker
 from tests.support.servers import ROOT
 
-# The worker notices its app is gone within about a second.
+# The kernel ends a worker once its app is gone; a busy machine may take a moment.
 GONE_WITHIN_S = 10.0
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import multiprocessing
 import os
-import threading
-import time
+import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -23,27 +23,27 @@ from app.errors import ChatError, Problem
 # while a 1 000-page PDF was read, so workers take only what the server leaves.
 WORKERS = 2
 LOWEST_NICENESS = 19
-# How often a worker looks whether the app that started it is gone (its own session no longer ends with the app's).
-PARENT_CHECK_S = 1.0
+# Linux prctl(2): the signal a process gets when the thread that started it ends (the app: its event loop's).
+PR_SET_PDEATHSIG = 1
 Result = TypeVar("Result")
 
 
 def exit_with(parent: int) -> None:
-    """End this process once its parent is gone (a worker must never outlive the app)."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_S)
-    os._exit(0)
+    """Have the kernel end this process once its parent is gone (a worker must never outlive the app)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # gone before the kernel was asked
+        os._exit(0)
 
 
-def lowest_priority() -> None:
-    """Make this worker process the last to get the CPU: idle scheduling, in a session of its own at nice 19.
+def lowest_priority(app: int) -> None:
+    """Make this worker process (of the app's process `app`) the last to get the CPU: idle scheduling, in a session of
+    its own at nice 19.
 
     With autogroup scheduling the kernel shares the CPU between sessions before it looks at a process's own nice
     value or policy, so in the app's session a worker would get the app's share, ahead of the model server.
     """
-    parent = os.getppid()
+    exit_with(app)
     os.setsid()
-    threading.Thread(target=exit_with, args=(parent,), name="exit-with-app", daemon=True).start()
     os.setpriority(os.PRIO_PROCESS, 0, LOWEST_NICENESS)
     with contextlib.suppress(OSError):  # a kernel without autogroup scheduling has no such file
         Path("/proc/self/autogroup").write_text(str(LOWEST_NICENESS))
@@ -53,7 +53,12 @@ def lowest_priority() -> None:
 @functools.cache
 def workers() -> ProcessPoolExecutor:
     """The processes that read and split files (started at first use, fresh interpreters: no thread of ours copied)."""
-    return ProcessPoolExecutor(WORKERS, mp_context=multiprocessing.get_context("spawn"), initializer=lowest_priority)
+    return ProcessPoolExecutor(
+        WORKERS,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=lowest_priority,
+        initargs=(os.getpid(),),
+    )
 
 
 def stop_workers() -> None:
