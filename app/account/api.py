@@ -4,7 +4,6 @@ edited, paused, deleted); each only ever reads or changes the caller's own."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -15,8 +14,7 @@ from app.chat.memory import FACT_MAX_CHARS, one_line
 from app.history.api_keys import ApiKeys, Made
 from app.history.memories import MOST_FACTS, Kept, Memories
 from app.history.team import Team
-from app.page import seam
-from app.web.app_pages import endpoint, page_user
+from app.web.app_pages import page_user, serve_page_routes
 
 log = logging.getLogger(__name__)
 PREFIX = "/account/api"
@@ -114,13 +112,15 @@ class Account:
 def install(account: Account) -> None:
     """Serve the routes: each checks its caller first (logged in, the chat's own page), then touches only theirs."""
     me = Annotated[str, Depends(page_user)]
-    seam.add_route(f"{PREFIX}/state", endpoint(account.state, me))
-    changes: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
-        "keys/create": account.make_key,
-        "keys/revoke": account.revoke_key,
-        "memory/add": account.add_fact,
-        "memory/change": account.change_fact,
-        "memory/delete": account.delete_fact,
-    }
-    for path, change in changes.items():
-        seam.add_route(f"{PREFIX}/{path}", endpoint(change, me), "POST")
+    serve_page_routes(
+        PREFIX,
+        me,
+        {"state": account.state},
+        {
+            "keys/create": account.make_key,
+            "keys/revoke": account.revoke_key,
+            "memory/add": account.add_fact,
+            "memory/change": account.change_fact,
+            "memory/delete": account.delete_fact,
+        },
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -26,7 +25,7 @@ from app.history.team import Change, EmailLinked, Team
 from app.identity.claims import PROXY_PROVIDER, password_name
 from app.page import seam
 from app.presets.builtin import BUILT_IN
-from app.web.app_pages import endpoint
+from app.web.app_pages import serve_page_routes
 from app.web.login_sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -287,22 +286,24 @@ def install(admin: Admin) -> None:
         return await admin.gate.admin(request.method, request.headers, user)
 
     me = Annotated[str, Depends(caller)]
-    seam.add_route(f"{PREFIX}/state", endpoint(admin.state, me))
-    changes: dict[str, Callable[..., Awaitable[dict[str, bool]]]] = {
-        "users/add": admin.add_user,
-        "users/password": admin.set_password,
-        "users/admin": admin.set_admin,
-        "users/email": admin.set_email,
-        "users/link-sign-on": admin.link_sign_on,
-        "users/unlink-sign-on": admin.unlink_sign_on,
-        "users/sign-on-may-link": admin.set_sign_on_may_link,
-        "users/temporary": admin.set_temporary_only,
-        "users/limits": admin.set_limits,
-        "users/end-sessions": admin.end_sessions,
-        "users/remove": admin.remove_user,
-        "defaults": admin.set_defaults,
-        "shares/unshare": admin.unshare,
-        "keys/revoke": admin.revoke_key,
-    }
-    for path, change in changes.items():
-        seam.add_route(f"{PREFIX}/{path}", endpoint(change, me), "POST")
+    serve_page_routes(
+        PREFIX,
+        me,
+        {"state": admin.state},
+        {
+            "users/add": admin.add_user,
+            "users/password": admin.set_password,
+            "users/admin": admin.set_admin,
+            "users/email": admin.set_email,
+            "users/link-sign-on": admin.link_sign_on,
+            "users/unlink-sign-on": admin.unlink_sign_on,
+            "users/sign-on-may-link": admin.set_sign_on_may_link,
+            "users/temporary": admin.set_temporary_only,
+            "users/limits": admin.set_limits,
+            "users/end-sessions": admin.end_sessions,
+            "users/remove": admin.remove_user,
+            "defaults": admin.set_defaults,
+            "shares/unshare": admin.unshare,
+            "keys/revoke": admin.revoke_key,
+        },
+    )

@@ -4,7 +4,6 @@ reads or changes the caller's own projects and chats."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -18,7 +17,7 @@ from app.documents.library import Library
 from app.history.projects import INSTRUCTIONS_MAX_CHARS, Outcome, Projects
 from app.history.store import ChatStore
 from app.page import seam
-from app.web.app_pages import endpoint, page_sender, page_user
+from app.web.app_pages import page_sender, page_user, serve_page_routes
 from app.web.protection import IMPORT_ROUTE
 
 log = logging.getLogger(__name__)
@@ -137,16 +136,17 @@ def install(chats: Chats, importing: Importing) -> None:
         return await importing.respond(request, page_sender(request, user, "application/octet-stream"))
 
     seam.add_route(IMPORT_ROUTE, import_export, "POST")
-    seam.add_route(f"{PREFIX}/state", endpoint(chats.state, me))
-    seam.add_route(f"{PREFIX}/search", endpoint(chats.search, me))
-    changes: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
-        "projects/create": chats.create,
-        "projects/change": chats.change,
-        "projects/delete": chats.delete,
-        "projects/documents": chats.attach,
-        "chats/project": chats.file,
-        "chats/pin": chats.pin,
-        "chats/archive": chats.archive,
-    }
-    for path, change in changes.items():
-        seam.add_route(f"{PREFIX}/{path}", endpoint(change, me), "POST")
+    serve_page_routes(
+        PREFIX,
+        me,
+        {"state": chats.state, "search": chats.search},
+        {
+            "projects/create": chats.create,
+            "projects/change": chats.change,
+            "projects/delete": chats.delete,
+            "projects/documents": chats.attach,
+            "chats/project": chats.file,
+            "chats/pin": chats.pin,
+            "chats/archive": chats.archive,
+        },
+    )

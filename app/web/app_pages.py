@@ -8,7 +8,7 @@ import inspect
 import json
 import logging
 import typing
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -155,3 +155,16 @@ def endpoint(action: Callable[..., Awaitable[Any]], me: Any) -> Callable[..., Aw
     # FastAPI reads the dependency and the body's model off the signature.
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return run
+
+
+def serve_page_routes(
+    prefix: str,
+    me: Any,
+    reads: Mapping[str, Callable[..., Awaitable[Any]]],
+    changes: Mapping[str, Callable[..., Awaitable[Any]]],
+) -> None:
+    """A page's JSON routes under its prefix, each an endpoint for its caller `me`: reads by GET, changes by POST."""
+    for path, read in reads.items():
+        seam.add_route(f"{prefix}/{path}", endpoint(read, me))
+    for path, change in changes.items():
+        seam.add_route(f"{prefix}/{path}", endpoint(change, me), "POST")
