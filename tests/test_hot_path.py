@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,10 +70,12 @@ class Calls:
 
 
 @pytest.fixture
-def fast() -> Iterator[tuple[Backend, FakeState]]:
+async def fast() -> AsyncIterator[tuple[Backend, FakeState]]:
     with fake_openai_server() as (url, state):
         state.mode, state.window, state.tokens_per_second = "paced", 4096, 2000.0
-        yield Backend(Settings(vllm_base_url=url, request_timeout=5.0)), state
+        backend = Backend(Settings(vllm_base_url=url, request_timeout=5.0))
+        yield backend, state
+        await backend.aclose()
 
 
 async def answer(backend: Backend, tokens: int) -> tuple[SlowMessage, Writes, float]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -37,9 +37,11 @@ class Page:
 
 
 @pytest.fixture
-def fake() -> Iterator[tuple[Backend, FakeState]]:
+async def fake() -> AsyncIterator[tuple[Backend, FakeState]]:
     with fake_openai_server() as (url, state):
-        yield Backend(Settings(vllm_base_url=url, request_timeout=2.0)), state
+        backend = Backend(Settings(vllm_base_url=url, request_timeout=2.0))
+        yield backend, state
+        await backend.aclose()
 
 
 def asked(question: str, *earlier: tuple[str, str], left_out: int | None = None) -> Branches:
@@ -104,7 +106,8 @@ async def test_the_model_sees_the_branch_before_the_question_then_the_question(f
 
 
 async def test_the_page_is_told_it_streams_after_its_second_update_once(fake):
-    backend, _state = fake
+    backend, state = fake
+    state.mode, state.tokens_per_second = "paced", 100.0  # a read a token: an update a token
     page = Page()
     reply = reply_of(backend)
     await reply.stream(await reply.plan(asked("hi"), "q"), page)

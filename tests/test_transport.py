@@ -1,16 +1,24 @@
-"""A request the server drops unanswered on a kept-alive connection is sent again on a new one."""
+"""The client to the model server: aiohttp under the SDK, a request dropped unanswered sent again, errors by cause."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx2
 import pytest
 
-from app.chat.transport import LIMITS, http_client
+from app.chat.transport import LIMITS, AiohttpTransport, http_client
 
 ANSWER = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok": true}'
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """A raw HTTP server on a free port running handler for each connection; yields its URL."""
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    async with server:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
 
 
 @pytest.fixture
@@ -30,24 +38,55 @@ async def closes_kept_alive() -> AsyncIterator[tuple[str, list[int]]]:
             pass
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
-        yield f"http://127.0.0.1:{port}/v1/models", requests_per_connection
+    async for url in serving(serve):
+        yield url, requests_per_connection
 
 
 async def test_a_request_dropped_on_a_kept_alive_connection_is_answered_on_a_new_one(closes_kept_alive):
     url, requests_per_connection = closes_kept_alive
     async with http_client() as client:
-        first = await client.get(url)
-        second = await client.get(url)
+        first = await client.post(url, content=b"{}")
+        second = await client.post(url, content=b"{}")  # a POST: aiohttp sends no POST twice itself
     assert first.json() == second.json() == {"ok": True}
     assert requests_per_connection[:2] == [2, 1]  # the second went out on the kept-alive one, then on a new one
 
 
-async def test_without_it_that_request_fails(closes_kept_alive):
+async def test_without_it_that_request_fails_and_reads_as_a_timeout(closes_kept_alive):
     url, _ = closes_kept_alive
-    async with httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(limits=LIMITS)) as client:
-        await client.get(url)
-        with pytest.raises(httpx2.RemoteProtocolError):
-            await client.get(url)
+    async with httpx2.AsyncClient(transport=AiohttpTransport(limits=LIMITS)) as client:
+        await client.post(url, content=b"{}")
+        with pytest.raises(httpx2.ConnectTimeout):  # the adapter's own mapping: what by-cause errors correct
+            await client.post(url, content=b"{}")
+
+
+async def test_a_server_refusing_the_connection_is_unreachable_not_slow():
+    async def never_called(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise AssertionError
+
+    server = await asyncio.start_server(never_called, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    async with http_client() as client:
+        with pytest.raises(httpx2.ConnectError):
+            await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", content=b"{}")
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_an_answer_cut_off_midway_is_a_read_error_not_a_timeout(framing: str):
+    head = b"Content-Length: 1000\r\n" if framing == "content-length" else b"Transfer-Encoding: chunked\r\n"
+    first_part = b"data: {}\n\n" if framing == "content-length" else b"a\r\ndata: {}\n\n\r\n"
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + head + b"\r\n" + first_part)
+        await writer.drain()
+        writer.close()
+
+    async for url in serving(cut):
+        async with http_client() as client, client.stream("POST", url, content=b"{}") as response:
+            received = []
+            with pytest.raises(httpx2.ReadError):
+                async for chunk in response.aiter_bytes():
+                    received.append(chunk)
+        assert b"".join(received) == b"data: {}\n\n"  # what came before the cut is read

@@ -138,6 +138,7 @@ class ChatStream:
         # Prompt tokens the server found in its cache (None: it does not say).
         self.cached_tokens: int | None = None
         self.finish_reason: str | None = None
+        self._failure: ChatError | None = None  # the server's error event, once read
 
     async def __aiter__(self) -> AsyncGenerator[str, None]:
         """The answer's text, a piece per chunk of the response (the text of all the events it holds, joined)."""
@@ -154,6 +155,8 @@ class ChatStream:
                     *lines, partial = (partial + data).split(b"\n")
                     if text := self._read(lines):
                         yield text
+                    if self._failure:  # raised once the text that came before it is shown
+                        raise self._failure
                 if text := self._read([partial]):  # a last line without its line break
                     yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
@@ -163,6 +166,8 @@ class ChatStream:
             if error.problem is Problem.UNREACHABLE:  # it was reachable: the answer was cut off
                 error = ChatError(Problem.INTERRUPTED, server=self._server)
             raise error from exc
+        if self._failure:  # the error event was the stream's last line
+            raise self._failure
         if self.finish_reason is None:
             # The stream ended without saying why: the server went away mid-answer.
             raise ChatError(Problem.INTERRUPTED, server=self._server)
@@ -180,7 +185,8 @@ class ChatStream:
             if chunk.get("error"):  # vLLM reports failures during generation as an event
                 error = chunk["error"]
                 reason = error.get("message") if isinstance(error, dict) else str(error)
-                raise ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+                self._failure = ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+                break
             if chunk.get("usage"):
                 usage, timings = chunk["usage"], chunk.get("timings")
             for choice in chunk.get("choices") or ():
