@@ -10,11 +10,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from chainlit.context import init_http_context
+from chainlit.user import User
 from hypothesis import given
 from hypothesis import strategies as st
 
 from app.chat.memory import asked_to_remember, recalled, rendered
 from app.config import DEFAULT_SYSTEM_PROMPT
+from app.history.memories import Kept, Memories
 from app.i18n import text
 from tests.support.accounts import account, page_login, remember
 from tests.support.chat_client import ChatClient
@@ -179,3 +182,31 @@ async def test_a_memory_is_the_most_of_its_oldest_facts_that_fit_and_a_new_fact_
 )
 def test_what_a_message_asks_to_remember(message, fact):
     assert asked_to_remember(message) == fact
+
+
+async def settled(memories: Memories, user: str, facts: list[str]) -> list[str]:
+    """The facts the user's answers start on, once the reads behind earlier answers brought these (or 2 s)."""
+    for _ in range(200):
+        if (now := await memories.for_answer(user)) == facts:
+            return now
+        await asyncio.sleep(0.01)
+    return now
+
+
+async def test_an_answer_starts_on_the_facts_known_and_reads_them_behind_it(store):
+    init_http_context()
+    await store.create_user(User(identifier="ann"))
+    here, elsewhere = Memories(store.writer), Memories(store.writer)  # two app servers on one database
+    assert await here.add("ann", "likes tea") is Kept.KEPT
+    assert await here.for_answer("ann") == ["likes tea"]  # read now: nothing known yet
+
+    assert await elsewhere.add("ann", "lives in Oslo") is Kept.KEPT
+    assert await here.for_answer("ann") == ["likes tea"]  # starts at once on what it knew...
+    assert await settled(here, "ann", ["likes tea", "lives in Oslo"]) == ["likes tea", "lives in Oslo"]  # ...then not
+
+    tea = next(fact for fact in await here.listed("ann") if fact.text == "likes tea")
+    assert await here.change("ann", tea.id, paused=True)
+    assert await here.for_answer("ann") == ["lives in Oslo"]  # a change made here counts at the very next answer
+    oslo = next(fact for fact in await here.listed("ann") if fact.text == "lives in Oslo")
+    assert await here.delete("ann", oslo.id)
+    assert await here.for_answer("ann") == []

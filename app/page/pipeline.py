@@ -285,7 +285,7 @@ class Pipeline:
             chat.memory, chat.remembered = "", ()
             return
         with contextlib.suppress(HistoryUnavailable, ChatError):  # logged by the store; said by the plan
-            facts = tuple(await self.memories.in_use(chat.user))
+            facts = tuple(await self.memories.for_answer(chat.user))
             if facts != chat.remembered or not chat.memory:
                 heading, count = text(chat.lang, "memory_heading"), self.backend.count_text_tokens
                 chat.memory = await recalled(heading, facts, self.memory_tokens, count)
