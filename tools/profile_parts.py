@@ -20,7 +20,16 @@ PARTS = {  # py-spy names a frame `function (path/from/site-packages.py:line)`
         "OnPage.words",
         "Reply.stream.<locals>.show",
     ),
-    UPSTREAM: ("(httpx", "(httpcore", "(h11/", "(anyio/", "(openai/", "(app/chat/backend.py", "(app/chat/transport.py"),
+    UPSTREAM: (
+        "(aiohttp/",
+        "(httpx",
+        "(httpcore",
+        "(h11/",
+        "(anyio/",
+        "(openai/",
+        "(app/chat/backend.py",
+        "(app/chat/transport.py",
+    ),
     HISTORY: ("(sqlalchemy/", "(app/history/", "(app/terms.py"),
 }
 
