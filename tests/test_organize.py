@@ -12,6 +12,7 @@ from chainlit.user import User
 
 from app.history.accounts import remove_user
 from app.history.chat_search import parse
+from app.history.message_index import is_sqlite
 from app.history.projects import Outcome, Projects
 from app.history.schema import message_terms, projects, threads
 from app.history.store import Actor, ChatStore
@@ -57,6 +58,30 @@ async def test_a_chinese_word_inside_a_longer_word_is_found_with_a_snippet_one_r
     assert await listed(store, ann, "warm wat") and await listed(store, ann, "arm wa")  # the substring kept too
     by_name = await listed(store, ann, "pumps")  # a chat looked up by its name keeps it as it is
     assert [(thread["id"], thread["name"]) for thread in by_name] == [("c2", "Pumps")]
+
+
+async def test_a_message_written_again_is_found_by_its_words_now_and_indexed_once(store):
+    ann = await someone(store, "ann")
+    await chat(store, ann, "c1", "Weather", "Will it rain?")
+    answer = step("c1-1", "c1", "assistant_message", "Clouds gather over the fjord", 2)
+    await store.create_step(answer)  # an answer's text so far, then all of it, then its stats
+    await store.update_step(answer | {"output": "Sunshine over the fjord all day"})
+    await store.update_step(answer | {"output": "Sunshine over the fjord all day", "metadata": {"stats": 1}})
+    assert await listed(store, ann, "clouds") == []
+    assert [thread["id"] for thread in await listed(store, ann, "sunshine")] == ["c1"]
+
+    def rows(connection: sa.Connection) -> tuple[list[str], int]:
+        terms = connection.execute(sa.select(message_terms.c.terms).where(message_terms.c.step_id == "c1-1"))
+        full_text = connection.execute(sa.text("SELECT count(*) FROM message_fts")) if is_sqlite(connection) else None
+        return list(terms.scalars()), full_text.scalar_one() if full_text else 0
+
+    terms, _ = await store.writer.read("look", rows)
+    assert len(terms) == 1 and "sunshine" in terms[0]
+    await store.update_step(answer | {"output": ""})  # no words left: none found
+    assert await listed(store, ann, "sunshine") == []
+    terms, full_text = await store.writer.read("look", rows)
+    # SQLite's full-text table keeps the question's words alone (PostgreSQL's vector is a column of the row).
+    assert terms == [] and full_text == (1 if store.writer.engine.dialect.name == "sqlite" else 0)
 
 
 async def test_nobody_finds_anothers_messages_nor_lists_their_chats(store):
