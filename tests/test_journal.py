@@ -346,6 +346,14 @@ async def test_shutting_down_keeps_what_the_database_has_not_taken_within_the_de
     await again.close()
 
 
+async def test_a_write_kept_after_shutdown_began_is_still_made(tmp_path):
+    writer, _journal = faulty_writer(tmp_path, Faults())
+    await writer.keep("say", Kept("c", "say", {"n": "0"}))
+    await writer.close()
+    await writer.keep("say", Kept("c", "say", {"n": "1"}))  # Chainlit's last write, as its tabs close
+    assert made(tmp_path) == ["0", "1"]
+
+
 async def test_an_older_journal_neither_brings_back_a_deleted_chat_nor_undoes_a_newer_change(tmp_path):
     init_http_context()
     engine = migrated(tmp_path)

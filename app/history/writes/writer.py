@@ -208,6 +208,9 @@ class Writer:
         with contextlib.suppress(TimeoutError):  # a database that hangs keeps its connections
             await self._in_time(self._in_thread(self.engine.dispose))
         self._workers.shutdown(wait=False)
+        # A write that comes later (Chainlit's own, as its tabs close after the app's shutdown) is still made, on a
+        # thread of its own started only then; the engine opens a connection again for it.
+        self._workers = DaemonThreads(1, "history-after-close")
 
     def retry_kept(self) -> None:
         """Make the journal's writes as soon as the database answers (a retry loop, while any wait)."""
