@@ -7,7 +7,6 @@ import pytest
 from app.chat.backend import Backend, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
-from app.history.rows import storable
 from app.i18n import error_text
 from tests.support.fake_openai import fake_openai_server
 from tests.support.servers import free_port
@@ -37,12 +36,6 @@ async def test_streams_text_and_usage(fake):
     sent = state.requests[-1]
     assert sent["stream"] is True and sent["max_tokens"] == 8 and sent["temperature"] == 0.5
     assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
-
-
-async def test_a_nul_the_model_emits_is_left_out_as_the_history_leaves_it_out(fake):
-    backend, state = fake
-    state.reply = ["Hel\x00lo", "\x00", " there"]
-    assert await stream_text(backend) == "Hello there" == storable("Hel\x00lo\x00 there")
 
 
 async def test_unreachable_server():

@@ -8,6 +8,7 @@ from typing import Any
 from app.chat.branches import FOLLOWS, ROOT, Answer, Branches, branches_of, conversation_before, conversation_of
 from app.chat.conversation import Ending, Turn
 from app.chat.preferences import Preferences
+from app.history.rows import step_dict, step_row
 from app.history.transcript import SHOWN_KEY, export_json, export_markdown, on_screen
 
 PREFS = Preferences(temperature=0.5, top_p=1.0, max_tokens=64, repetition_penalty=1.0, system_prompt="")
@@ -75,6 +76,17 @@ def test_a_new_version_is_shown_and_each_keeps_what_followed_it():
     assert tree.select("q2") and tree.path() == ["q1", "a1", "q2", "a2", "q3"]  # a2 was chosen there before
     assert tree.select("a2b") and tree.shown == {"a1": "q2"}  # back to the newest: no choice kept for it
     assert tree.up_to("q3") == ["q1", "a1", "q2", "a2", "q3"] and tree.up_to(ROOT) == []
+
+
+def test_a_live_chat_holds_its_text_as_the_history_keeps_it_so_a_resumed_one_sends_the_same_prompt():
+    live = Branches()
+    live.add(question("q1", "Hel\x00lo"), ROOT)  # an API client may send a NUL, a tiny model emits one
+    live.add(answer("a1", "q1", "the\x00re\x00"), "q1")
+    live.add(question("q2", "again"), "a1")
+    stored = [step_dict({**step_row(live.steps[i]), "feedback_id": None}) for i in live.path()]  # type: ignore[arg-type]
+    resumed = branches_of(stored, {})
+    assert conversation_before(live, "q2") == conversation_before(resumed, "q2")
+    assert [live.steps[i]["output"] for i in live.path()] == ["Hello", "there", "again"]
 
 
 def test_a_stored_chat_opens_on_the_branch_chosen_with_each_notice_where_it_was_said():

@@ -199,9 +199,7 @@ class ChatStream:
             self.completion_tokens = usage.get("completion_tokens")
             if (cached := cached_tokens(usage, timings)) is not None:
                 self.cached_tokens = cached
-        # Without NUL: the history cannot keep one (PostgreSQL refuses it), and a chat resumed from the history must
-        # send vLLM the very prompt the live one did (a tiny model emits one now and then).
-        return "".join(texts).replace("\x00", "")
+        return "".join(texts)
 
 
 class Backend:

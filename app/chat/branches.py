@@ -12,6 +12,7 @@ from typing import Any
 
 from app.chat.attachments import as_seen
 from app.chat.conversation import Conversation, Ending, Turn
+from app.storable import NUL, storable
 
 Step = Mapping[str, Any]
 # The parent of a chat's first questions.
@@ -34,13 +35,9 @@ class Branches:
     def add(self, step: Step, parent: str) -> None:
         """A new message (newer than every other) under its parent."""
         message_id = str(step["id"])
-        self.steps[message_id] = step
+        self.steps[message_id] = as_kept(step)
         self.parents[message_id] = parent
         self._children.setdefault(parent, []).append(message_id)
-
-    def replace(self, step: Step) -> None:
-        """A message's new content (e.g. an answer's final text), in its place."""
-        self.steps[str(step["id"])] = step
 
     def shown_child(self, parent: str) -> str | None:
         """The version shown after a message (None: it is the end of the branch)."""
@@ -93,6 +90,12 @@ class Branches:
     def last_question(self) -> str | None:
         """The newest question on the branch shown."""
         return next((i for i in reversed(self.path()) if is_question(self.steps[i])), None)
+
+
+def as_kept(step: Step) -> Step:
+    """The message as the history keeps it, so a chat resumed from it sends vLLM the very prompt the live one did."""
+    unkept = [key for key in ("input", "output") if isinstance(step.get(key), str) and NUL in step[key]]
+    return {**step, **{key: storable(step[key]) for key in unkept}} if unkept else step
 
 
 def is_question(step: Step) -> bool:

@@ -16,11 +16,11 @@ from app.chat.attachments import Attachment, with_files
 from app.chat.branches import ROOT, Answer, placed
 from app.chat.passages import SOURCES_KEY
 from app.history import message_index
-from app.history.rows import storable
 from app.history.schema import projects, steps, threads, timestamp, users
 from app.history.transcript import PREFERENCES_KEY, SHOWN_KEY
 from app.history.writes import Writer
 from app.imports.model import USER, ImportedChat, ImportedMessage
+from app.storable import storable
 
 # Thread metadata key of where an imported chat came from, when it was imported, when it last changed there.
 IMPORTED_KEY = "imported"

@@ -9,6 +9,7 @@ from chainlit.user import PersistedUser
 from sqlalchemy.engine import RowMapping
 
 from app.history.schema import timestamp
+from app.storable import storable
 
 if TYPE_CHECKING:
     from chainlit.element import ElementDict
@@ -40,11 +41,6 @@ def shown(step: StepDict) -> bool:
     Those carry nothing the page shows (chain of thought is hidden) and cost two writes per message.
     """
     return step.get("type") != "run"
-
-
-def storable(text: str | None) -> str:
-    """Text as both databases can keep it: PostgreSQL refuses NUL characters (a model may emit one)."""
-    return (text or "").replace("\x00", "")
 
 
 def step_row(step_dict: StepDict) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from app.errors import HistoryUnavailable
 from app.history import chat_search, message_index, passage_index
-from app.history.rows import persisted_user, shown, step_dict, step_row, storable, thread_dict
+from app.history.rows import persisted_user, shown, step_dict, step_row, thread_dict
 from app.history.schema import (
     chat_documents,
     deleted_chats,
@@ -36,6 +36,7 @@ from app.history.schema import (
 )
 from app.history.transcript import SHARING_KEYS, SHOWN_KEY, on_screen, relinked, shown_of
 from app.history.writes import SCRATCH, Journal, Kept, Writer
+from app.storable import storable
 
 if TYPE_CHECKING:
     from chainlit.element import Element, ElementDict
