@@ -56,16 +56,12 @@ def index(connection: Connection, step_id: str, thread_id: str, kind: str, text:
         return
     terms = indexed(text)
     held = connection.execute(
-        sa.select(message_terms.c.id, message_terms.c.thread_id, message_terms.c.terms).where(
-            message_terms.c.step_id == step_id
-        )
+        sa.select(message_terms.c.thread_id, message_terms.c.terms).where(message_terms.c.step_id == step_id)
     ).all()
-    if [(row.thread_id, row.terms) for row in held] == ([(thread_id, terms)] if terms else []):
+    if [tuple(row) for row in held] == ([(thread_id, terms)] if terms else []):
         return  # the same words (a question's place or an answer's stats written again): nothing to rewrite
     if held:
-        rows = [row.id for row in held]
-        out_of_fts(connection, rows)
-        connection.execute(sa.delete(message_terms).where(message_terms.c.id.in_(rows)))
+        unindex(connection, [step_id])
     if not terms:
         return
     row = connection.execute(
@@ -81,14 +77,10 @@ def unindex(connection: Connection, step_ids: Ids) -> None:
     """The messages' words out of the index."""
     which = message_terms.c.step_id.in_(step_ids)
     if is_sqlite(connection):
-        out_of_fts(connection, connection.execute(sa.select(message_terms.c.id).where(which)).scalars().all())
+        rows = connection.execute(sa.select(message_terms.c.id).where(which)).scalars().all()
+        if rows:
+            connection.execute(sa.text(f"DELETE FROM {MESSAGE_FTS} WHERE rowid = :id"), [{"id": row} for row in rows])
     connection.execute(sa.delete(message_terms).where(which))
-
-
-def out_of_fts(connection: Connection, rows: Sequence[int]) -> None:
-    """These message_terms rows' words out of SQLite's FTS5 table (PostgreSQL's vector goes with its row)."""
-    if rows and is_sqlite(connection):
-        connection.execute(sa.text(f"DELETE FROM {MESSAGE_FTS} WHERE rowid = :id"), [{"id": row} for row in rows])
 
 
 def unindex_chats(connection: Connection, thread_ids: Ids) -> None:
