@@ -340,7 +340,8 @@ class VllmServer(ServedModel):
 
     def metric(self, name: str, label: str = "") -> float:
         """One Prometheus gauge or counter of vLLM, summed over the series whose labels contain label."""
-        with urllib.request.urlopen(self.root + "/metrics", timeout=5) as reply:
+        # Generous: a niced vLLM beside another one generating on a slow shared core once took over 5 s to answer.
+        with urllib.request.urlopen(self.root + "/metrics", timeout=30) as reply:
             text = reply.read().decode()
         total = 0.0
         for line in text.splitlines():
