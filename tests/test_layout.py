@@ -36,6 +36,7 @@ TIERS = {
     "app.i18n": 0,
     "app.metrics": 0,
     "app.terms": 0,  # the words of a text for the full-text indexes (documents and messages)
+    "app.storable": 0,  # text as both databases keep it (no NUL), for the chat core and the history alike
     "serving": 8,  # the server side reads the app's settings only
     "tools": 9,
 }
