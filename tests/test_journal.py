@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,33 @@ async def test_two_processes_taking_over_the_same_stopped_journal_at_once_take_i
         range(50)
     )
     assert not stopped.path.exists() and not stopped.path.with_suffix(".lock").exists()
+
+
+async def test_an_app_stopping_while_it_takes_over_a_journal_takes_it_whole_and_closes(tmp_path, monkeypatch):
+    folder = tmp_path / "journal"
+    stopped = opened(folder)
+    for n in range(20):
+        await stopped.add(Kept("t1", "step", {"n": n}))
+    stopped.abandon()
+    taking = opened(folder)
+    on_disk, go_on = threading.Event(), threading.Event()
+    do = taking._do
+
+    def slow_append(kind: str, data: bytes) -> None:
+        if kind == "append":
+            on_disk.set()
+            go_on.wait(10)
+        do(kind, data)
+
+    monkeypatch.setattr(taking, "_do", slow_append)
+    adopting = asyncio.create_task(taking.adopt())
+    await asyncio.to_thread(on_disk.wait, 10)
+    adopting.cancel()  # the app stops while the taken records are being written
+    await asyncio.sleep(0.05)
+    go_on.set()
+    await asyncio.wait_for(taking.close(), 10)
+    assert not stopped.path.exists() and len(taking.records) == 20
+    assert await opened(folder).adopt() == 20  # what it took waits in its own file, once
 
 
 def error(kind: type[Exception], orig: Exception) -> Exception:

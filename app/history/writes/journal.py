@@ -159,6 +159,7 @@ class Journal:
         self._unmarked: list[int] = []
         self._work: deque[DiskWork] = deque()
         self._worker: asyncio.Task[None] | None = None
+        self._taking_over: set[asyncio.Task[int]] = set()  # adoptions under way: see adopt
         self._disk = DaemonThreads(1, "journal")
 
     @property
@@ -248,7 +249,17 @@ class Journal:
         self._tell({kept.chat: dict.fromkeys(kept.messages, Saving.REJECTED)})
 
     async def adopt(self) -> int:
-        """Take over the records of processes that are gone, in time order among this one's; how many."""
+        """Take over the records of processes that are gone, in time order among this one's; how many.
+
+        A caller cancelled meanwhile (the app stopping) leaves the take-over to finish, and close waits for it: cut
+        in the middle, the records would be in this file but not in memory, and the stopped journals still locked.
+        """
+        taking_over = asyncio.create_task(self._take_over())
+        self._taking_over.add(taking_over)
+        taking_over.add_done_callback(self._taking_over.discard)
+        return await asyncio.shield(taking_over)
+
+    async def _take_over(self) -> int:
         if self._file is None:
             return 0
         loop = asyncio.get_running_loop()
@@ -288,6 +299,8 @@ class Journal:
 
     async def close(self) -> None:
         """Finish the disk work, close the file and give up its lock (what it holds is taken by another process)."""
+        if self._taking_over:  # its failure was its caller's to hear
+            await asyncio.wait(set(self._taking_over))
         await self.flush()
         self.abandon()
         if not self.records:
@@ -296,8 +309,9 @@ class Journal:
 
     def abandon(self) -> None:
         """Close the file and its lock at once, as a killed process would (what it holds stays on disk)."""
-        if self._worker is not None:
-            self._worker.cancel()
+        for task in (self._worker, *self._taking_over):
+            if task is not None:
+                task.cancel()
         if self._file is not None:
             self._file.close()
         if self._lock is not None:
@@ -395,7 +409,8 @@ class Journal:
                 logger.error("History: the journal %s refused a write (%s)", self.path, error)
                 written = False
             for work in group:
-                work.done.set_result(written)
+                if not work.done.done():  # an awaiter cancelled it: the work was done all the same
+                    work.done.set_result(written)
 
     def _do(self, kind: str, data: bytes) -> None:
         """One piece of disk work (in the disk thread)."""

@@ -171,7 +171,7 @@ class Writer:
         Returns once it is made or kept (or after KEEP_WAIT_S, while it stays queued); never raises.
         """
         if self.journal is not None and self.journal.holds(kept.chat):  # behind what waits there
-            await self._journal(kept)
+            await asyncio.shield(self._journal(kept))  # a caller cancelled meanwhile leaves it kept all the same
             return
         done = self._enqueue(functools.partial(self._apply, kept), kept if self.journal else None)
         done.add_done_callback(functools.partial(log_failed, what))
