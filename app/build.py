@@ -22,6 +22,7 @@ from app.api.kept import Keeper
 from app.api.routes import Api
 from app.chat.answering import Answering
 from app.chat.backend import Backend, servers_now
+from app.chat.pace import Pace
 from app.chat.quotas import Quotas
 from app.chats import api as chats_api
 from app.chats import page as chats_page
@@ -150,14 +151,14 @@ def build(settings: Settings) -> App:
         frozenset({LOCAL_USER}) if history.login is Login.LOCAL and not settings.limit_local_user else frozenset(),
         history.team,  # limits an admin set for one user, read at each of their messages
     )
-    interval_s = settings.stream_interval_ms / 1000
+    pace = Pace(settings.stream_interval_ms / 1000, settings.stream_updates_per_second)
     limits = uploads.limits(settings)
     library = documents_of(settings, store, backend)
     memories = Memories(store.writer) if store is not None else None
     keys = ApiKeys(store.writer, settings.api_keys_per_user) if store is not None else None
     pipeline = Pipeline(
         backend,
-        interval_s,
+        pace,
         history,
         quotas,
         limits,

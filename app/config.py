@@ -138,6 +138,9 @@ class Settings(EnvSettings):
     readiness_poll_seconds: float = Field(2.0, gt=0)
     reconnect_grace_seconds: float = Field(0.0, ge=0, description="a lost connection's time to come back; 0: none")
     stream_interval_ms: float = Field(30.0, ge=0, description="join deltas into one UI update per interval")
+    stream_updates_per_second: int = Field(
+        3000, ge=0, description="page updates a second over all answers, past which each answer's are spaced out"
+    )
     answer_checkpoint_seconds: float = Field(
         DEFAULT_ANSWER_CHECKPOINT_S,
         ge=0,

@@ -18,6 +18,11 @@ class Answering:
         self._none.set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
+    @property
+    def writing(self) -> int:
+        """How many answers are being written now."""
+        return self._count
+
     @contextlib.contextmanager
     def answer(self) -> Iterator[None]:
         """Count one answer as being written while the block runs."""

@@ -20,6 +20,7 @@ from app.chat.backend import Backend
 from app.chat.branches import FOLLOWS, NOT_SENT, Answer, Step, is_question, placed
 from app.chat.conversation import Ending
 from app.chat.memory import recalled
+from app.chat.pace import Pace
 from app.chat.passages import SOURCES_KEY, Finder
 from app.chat.quotas import Quotas
 from app.chat.reply import NOT_SENT_PROBLEMS, Reply
@@ -43,7 +44,7 @@ class Pipeline:
 
     backend: Backend
     # How often streamed text is sent to the page (tokens in between are sent together).
-    stream_interval_s: float
+    pace: Pace
     history: History
     quotas: Quotas
     uploads: UploadLimits
@@ -116,7 +117,7 @@ class Pipeline:
         return Reply(
             self.backend,
             chat.answering_preferences(),
-            self.stream_interval_s,
+            self.pace.interval_for(self.answering.writing),
             self.low_water,
             finder,
             self.document_share,
