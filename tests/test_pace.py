@@ -12,7 +12,7 @@ from app.chat.pace import Pace
 from tests.support.chat_client import ChatClient, Reply
 from tests.support.servers import ChatApp, GpuFakeServer, running
 
-TOKENS = 300  # 3 s at the stand-in's 100 tokens a second
+TOKENS = 500  # 5 s at the stand-in's 100 tokens a second: the last answer starts long before the first ends
 MOST_PER_SECOND = 10
 
 
