@@ -36,7 +36,8 @@ EARLIER_WEIGHT = 0.5
 def words(text: str) -> list[str]:
     """The text's words, lower case, full-width forms folded; Chinese runs cut into words, then into pairs too."""
     folded = unicodedata.normalize("NFKC", text).lower()
-    segmented = [word for token in rjieba.cut_for_search(folded) for word in WORD.findall(token)]
+    # jieba's tokens joined by a space (no word character) are cut at the same places as each token on its own.
+    segmented = WORD.findall(" ".join(rjieba.cut_for_search(folded)))
     pairs = [run[i : i + 2] for run in CJK_RUN.findall(folded) for i in range(len(run) - 1)]
     return segmented + [pair for pair in pairs if STOP_CHARACTERS.isdisjoint(pair)]
 

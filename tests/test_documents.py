@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+import unicodedata
 from typing import Any
 
 import pytest
+import rjieba
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.chat.attachments import Attachment
 from app.documents import library as library_module
@@ -23,7 +27,7 @@ from app.history.database import create_engine, database_url, upgrade
 from app.history.passage_index import SQLITE_TABLE
 from app.history.schema import MIGRATIONS, chat_documents, documents, passages, steps, threads, users
 from app.history.store import ChatStore
-from app.terms import MOST_QUERY_TERMS, query_terms
+from app.terms import MOST_QUERY_TERMS, WORD, query_terms, words
 from tests.support.stores import Hooks, step, user_with_chat
 from tools.bench_retrieval import USER, as_uploaded, library_on
 from tools.retrieval_corpus import corpus
@@ -183,6 +187,13 @@ def test_passages_keep_to_their_pages_and_size_and_lose_no_text():
     for number, page in enumerate(pages, start=1):
         text = "".join(piece.text for piece in found if piece.page == number)
         assert "".join(text.split()) == "".join(page.split())
+
+
+@given(st.text(alphabet=st.sampled_from("ab 1_-.,，。的设备运行时气温Ｆｕｌｌ\n"), max_size=40) | st.text(max_size=40))
+def test_a_texts_words_are_those_of_each_of_jiebas_tokens_cut_on_its_own(text):
+    folded = unicodedata.normalize("NFKC", text).lower()
+    each_token = [word for token in rjieba.cut_for_search(folded) for word in WORD.findall(token)]
+    assert words(text)[: len(each_token)] == each_token
 
 
 def ids_of(store: ChatStore, column: sa.Column[str]) -> list[str]:

@@ -24,6 +24,14 @@ POSTGRES_CREATE = (
     f"CREATE INDEX IF NOT EXISTS {MESSAGE_VECTOR_INDEX} ON message_terms USING gin ({MESSAGE_VECTOR})",
 )
 
+# A message's index statements, built once: building one costs more CPU than running it, and every question and
+# answer runs them in the writer's transaction.
+HELD = sa.select(message_terms.c.thread_id, message_terms.c.terms).where(
+    message_terms.c.step_id == sa.bindparam("step_id")
+)
+ADD = sa.insert(message_terms).returning(message_terms.c.id)
+ADD_TO_FTS = sa.text(f"INSERT INTO {MESSAGE_FTS} (rowid, terms) VALUES (:id, :terms)")
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -55,22 +63,16 @@ def index(connection: Connection, step_id: str, thread_id: str, kind: str, text:
     if kind not in SEARCHED:
         return
     terms = indexed(text)
-    held = connection.execute(
-        sa.select(message_terms.c.thread_id, message_terms.c.terms).where(message_terms.c.step_id == step_id)
-    ).all()
+    held = connection.execute(HELD, {"step_id": step_id}).all()
     if [tuple(row) for row in held] == ([(thread_id, terms)] if terms else []):
         return  # the same words (a question's place or an answer's stats written again): nothing to rewrite
     if held:
         unindex(connection, [step_id])
     if not terms:
         return
-    row = connection.execute(
-        sa.insert(message_terms).values(step_id=step_id, thread_id=thread_id, terms=terms).returning(message_terms.c.id)
-    ).scalar_one()
+    row = connection.execute(ADD, {"step_id": step_id, "thread_id": thread_id, "terms": terms}).scalar_one()
     if is_sqlite(connection):
-        connection.execute(
-            sa.text(f"INSERT INTO {MESSAGE_FTS} (rowid, terms) VALUES (:id, :terms)"), {"id": row, "terms": terms}
-        )
+        connection.execute(ADD_TO_FTS, {"id": row, "terms": terms})
 
 
 def unindex(connection: Connection, step_ids: Ids) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import sqlalchemy as sa
@@ -17,9 +18,14 @@ KEEP_IDS_S = 30 * 86_400
 
 def first_time(connection: Connection, write_id: str, at: float) -> bool:
     """Note the write as made in this transaction; False if the database made it already."""
-    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    noted = insert(applied_writes).values(id=write_id, at=at).on_conflict_do_nothing(index_elements=["id"])
-    return bool(connection.execute(noted).rowcount)
+    return bool(connection.execute(noting(connection.dialect.name), {"id": write_id, "at": at}).rowcount)
+
+
+@functools.cache
+def noting(dialect: str) -> sa.Insert:
+    """The statement noting a write's id, in the dialect at hand; built once (it runs for every kept write)."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return insert(applied_writes).on_conflict_do_nothing(index_elements=["id"])
 
 
 def forget_old(connection: Connection) -> None:
