@@ -1,14 +1,16 @@
-"""The client to the model server: aiohttp under the SDK, a request dropped unanswered sent again, errors by cause."""
+"""The clients to the model server (aiohttp under the SDK, aiohttp alone for answers): a request dropped unanswered
+sent again, errors by cause."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import aiohttp
 import httpx2
 import pytest
 
-from app.chat.transport import LIMITS, AiohttpTransport, http_client
+from app.chat.transport import LIMITS, AiohttpTransport, Arriving, Streams, http_client
 
 ANSWER = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok": true}'
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -51,6 +53,30 @@ async def test_a_request_dropped_on_a_kept_alive_connection_is_answered_on_a_new
     assert requests_per_connection[:2] == [2, 1]  # the second went out on the kept-alive one, then on a new one
 
 
+async def test_an_answer_dropped_unanswered_on_a_kept_alive_connection_is_asked_again_on_a_new_one(closes_kept_alive):
+    url, requests_per_connection = closes_kept_alive
+    streams = Streams(connect_s=1.0, read_s=5.0)
+    answers = []
+    for _ in range(2):
+        async with await streams.post(url, b"{}", {"Content-Type": "application/json"}) as response:
+            answers.append(await response.json())
+    await streams.aclose()
+    assert answers == [{"ok": True}] * 2
+    assert requests_per_connection[:2] == [2, 1]
+
+
+async def test_a_request_dropped_unanswered_twice_fails_as_the_server_disconnecting():
+    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    streams = Streams(connect_s=1.0, read_s=5.0)
+    async for url in serving(never_answers):
+        with pytest.raises(aiohttp.ServerDisconnectedError):
+            await streams.post(url, b"{}", {})
+    await streams.aclose()
+
+
 async def test_without_it_that_request_fails_and_reads_as_a_timeout(closes_kept_alive):
     url, _ = closes_kept_alive
     async with httpx2.AsyncClient(transport=AiohttpTransport(limits=LIMITS)) as client:
@@ -90,3 +116,39 @@ async def test_an_answer_cut_off_midway_is_a_read_error_not_a_timeout(framing: s
                 async for chunk in response.aiter_bytes():
                     received.append(chunk)
         assert b"".join(received) == b"data: {}\n\n"  # what came before the cut is read
+
+
+def trickling(pieces: int, every_s: float) -> Handler:
+    """A server streaming `pieces` small chunks `every_s` apart, then holding the connection open."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(pieces):
+            writer.write(b"a\r\ndata: {}\n\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(every_s)
+        await asyncio.sleep(5)
+        writer.close()
+
+    return serve
+
+
+async def read_for(url: str, read_s: float) -> tuple[list[bytes], float]:
+    """What a streamed answer's body gave before it failed, and how long after its last piece it failed."""
+    streams, received = Streams(connect_s=1.0, read_s=read_s), []
+    async with await streams.post(url, b"{}", {}) as response:
+        with pytest.raises(aiohttp.SocketTimeoutError):
+            async for chunk in Arriving(response, read_s):
+                received.append((chunk, asyncio.get_running_loop().time()))
+        failed_after = asyncio.get_running_loop().time() - received[-1][1]
+    await streams.aclose()
+    return [chunk for chunk, _ in received], failed_after
+
+
+async def test_an_answer_that_goes_quiet_times_out_after_the_read_timeout_from_its_last_byte():
+    async for url in serving(trickling(pieces=6, every_s=0.15)):
+        received, failed_after = await read_for(url, read_s=0.5)
+    # Longer in all than the timeout, never quiet that long until the end: every piece read, then the timeout.
+    assert b"".join(received) == b"data: {}\n\n" * 6
+    assert 0.45 <= failed_after < 1.5

@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
+import aiohttp
 import httpx2
 import openai
 from openai import AsyncOpenAI
 
 from app.chat.token_bound import TemplateCost, learn_template_cost
-from app.chat.transport import http_client
+from app.chat.transport import Arriving, Streams, http_client
 from app.config import Settings
 from app.errors import ChatError, Problem
 
@@ -32,6 +33,8 @@ COUNTS_AT_ONCE = 4
 # Every request of a chat carries its id in this header: vLLM's router (consistent_hash) sends all of a chat's
 # turns to one server, the one holding its prefix in its cache. A lone server ignores it.
 CHAT_KEY_HEADER = "X-Session-ID"
+# Statuses from here on are the server's refusal of a request.
+FIRST_ERROR_STATUS = 400
 # Tries after the first of a lookup (the model, token counts). Behind a router, a server that just died stays in
 # its rotation until the next health check (a second); the SDK's backoff (about 0.5 s, then 1 s) outlasts that, so
 # a lookup it refused meanwhile reaches another server. The streamed answer is never sent twice.
@@ -86,35 +89,50 @@ def to_chat_error(exc: BaseException, server: str) -> ChatError:
     """Map an OpenAI SDK or transport error to a ChatError a person can act on."""
     if isinstance(exc, ChatError):
         return exc
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+    # aiohttp's timeouts (connecting, or no byte for too long) are TimeoutErrors.
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
         return ChatError(Problem.TIMEOUT, server=server)
-    if isinstance(exc, openai.APIConnectionError | httpx2.ConnectError):
+    if isinstance(exc, openai.APIConnectionError | httpx2.ConnectError | aiohttp.ClientConnectorError):
         return ChatError(Problem.UNREACHABLE, server=server)
-    if isinstance(exc, httpx2.TransportError | openai.APIResponseValidationError):
+    if isinstance(exc, httpx2.TransportError | openai.APIResponseValidationError | aiohttp.ClientError):
         return ChatError(Problem.INTERRUPTED, server=server)
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return ChatError(Problem.UNAUTHORIZED, server=server)
-    if isinstance(exc, openai.NotFoundError):
-        return ChatError(Problem.MODEL_MISSING, server=server, reason=_reason(exc))
-    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
-        return ChatError(Problem.REJECTED, reason=_reason(exc))
     if isinstance(exc, openai.APIStatusError):
-        return ChatError(Problem.SERVER_ERROR, server=server, status=exc.status_code)
+        return by_status(exc.status_code, _reason(exc.body, exc.message), server)
     if isinstance(exc, openai.APIError):
         # vLLM reports errors raised mid-stream as an error event in the stream.
-        return ChatError(Problem.SERVER_ERROR, server=server, status=_reason(exc))
+        return ChatError(Problem.SERVER_ERROR, server=server, status=_reason(exc.body, exc.message))
     log.exception("unexpected error talking to vLLM at %s", server, exc_info=exc)
     return ChatError(Problem.SERVER_ERROR, server=server, status=type(exc).__name__)
 
 
-def _reason(exc: openai.APIError) -> str:
-    """The server's own explanation, without SDK decoration."""
-    body = exc.body
+def by_status(status: int, reason: str, server: str) -> ChatError:
+    """The server's refusal of a request, by its HTTP status."""
+    if status in (401, 403):
+        return ChatError(Problem.UNAUTHORIZED, server=server)
+    if status == 404:
+        return ChatError(Problem.MODEL_MISSING, server=server, reason=reason)
+    if status in (400, 422):
+        return ChatError(Problem.REJECTED, reason=reason)
+    return ChatError(Problem.SERVER_ERROR, server=server, status=status)
+
+
+def _reason(body: object, fallback: str) -> str:
+    """The server's own explanation in its answer's body (OpenAI's error shape or vLLM's), else the fallback."""
     if isinstance(body, dict):
         message = body.get("message") or (body.get("error") or {}).get("message")
         if message:
             return str(message)
-    return exc.message
+    return fallback
+
+
+async def refusal(response: aiohttp.ClientResponse, server: str) -> ChatError:
+    """A streamed request's refusal, with the reason the server gave in its body."""
+    text = await response.text(errors="replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    return by_status(response.status, _reason(body, f"Error code: {response.status} - {text[:200]}"), server)
 
 
 def cached_tokens(usage: dict[str, Any], timings: Any) -> int | None:
@@ -130,8 +148,8 @@ def cached_tokens(usage: dict[str, Any], timings: Any) -> int | None:
 class ChatStream:
     """Text deltas of one streamed completion; usage and finish reason once it ends."""
 
-    def __init__(self, response: httpx2.Response, server: str) -> None:
-        self._response = response
+    def __init__(self, chunks: AsyncIterable[bytes], server: str) -> None:
+        self._chunks = chunks
         self._server = server
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
@@ -146,22 +164,18 @@ class ChatStream:
         # models for every event was the app's largest CPU cost per token) or its line iterator (three generators
         # more per event): a chunk is one pass whatever it holds, and its events' usage is read once.
         try:
-            # Closed here, in this task, whether the answer ends, stops or fails: left to the garbage collector, the
-            # HTTP client's generators under it would be closed outside the event loop (a traceback per answer).
-            chunks = self._response.aiter_bytes()
-            async with aclosing(chunks) as received:
-                partial = b""
-                async for data in received:
-                    *lines, partial = (partial + data).split(b"\n")
-                    if text := self._read(lines):
-                        yield text
-                    if self._failure:  # raised once the text that came before it is shown
-                        raise self._failure
-                if text := self._read([partial]):  # a last line without its line break
+            partial = b""
+            async for data in self._chunks:
+                *lines, partial = (partial + data).split(b"\n")
+                if text := self._read(lines):
                     yield text
+                if self._failure:  # raised once the text that came before it is shown
+                    raise self._failure
+            if text := self._read([partial]):  # a last line without its line break
+                yield text
         except ValueError as exc:  # not JSON: the stream was cut in the middle of an event
             raise ChatError(Problem.INTERRUPTED, server=self._server) from exc
-        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             error = to_chat_error(exc, self._server)
             if error.problem is Problem.UNREACHABLE:  # it was reachable: the answer was cut off
                 error = ChatError(Problem.INTERRUPTED, server=self._server)
@@ -216,6 +230,12 @@ class Backend:
             http_client=http_client(),
         )
         self._lookups = self._client.with_options(max_retries=LOOKUP_RETRIES)
+        # The answers, streamed past the SDK (docs/scaling.md), with its timeouts and the same key.
+        self._streams = Streams(settings.connect_timeout, settings.request_timeout)
+        self._stream_headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {settings.api_key.get_secret_value() or 'none'}",
+        }
         self._model: ModelInfo | None = None
         self._template: TemplateCost | None = None
         self._template_learned = False
@@ -336,35 +356,33 @@ class Backend:
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             **extra,
         }
-        # The SDK's post, not chat.completions.create: its walk of every message against its types (to send the
-        # same dicts) cost more CPU than the rest of a request, the longer the chat the more.
+        headers = (self._stream_headers | {CHAT_KEY_HEADER: chat_key}) if chat_key else self._stream_headers
+        url = f"{self._settings.base_url.rstrip('/')}/chat/completions"
         try:
-            opened = await self._client.post(
-                "/chat/completions",
-                cast_to=httpx2.Response,
-                body=body,
-                options={"headers": {CHAT_KEY_HEADER: chat_key} if chat_key else {}},
-                stream=True,
-                stream_cls=openai.AsyncStream[object],
-            )
-            response = cast(httpx2.Response, opened)  # asked for httpx's response, the SDK gives it unread
-        except openai.OpenAIError as exc:
+            response = await self._streams.post(url, json.dumps(body).encode(), headers)
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._failed(exc) from exc
-        try:
-            yield ChatStream(response, self.server)
-        except ChatError as exc:
-            if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
-                self.forget_model()
-            raise
-        finally:
-            await response.aclose()
+        # Leaving the block releases the connection, or closes it if the answer was not read to its end.
+        async with response:
+            if response.status >= FIRST_ERROR_STATUS:
+                raise self._failed(await refusal(response, self.server))
+            arriving = Arriving(response, self._streams.read_s)
+            try:
+                yield ChatStream(arriving, self.server)
+            except ChatError as exc:
+                if exc.problem in (Problem.UNREACHABLE, Problem.INTERRUPTED, Problem.MODEL_MISSING):
+                    self.forget_model()
+                raise
+            finally:
+                arriving.close()
 
-    def _failed(self, exc: openai.OpenAIError) -> ChatError:
+    def _failed(self, exc: BaseException) -> ChatError:
         error = to_chat_error(exc, self.server)
         if error.problem in (Problem.UNREACHABLE, Problem.MODEL_MISSING):
             self.forget_model()
         return error
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the HTTP connection pools."""
         await self._client.close()
+        await self._streams.aclose()
