@@ -73,9 +73,10 @@ class Streams:
     """
 
     def __init__(self, connect_s: float, read_s: float) -> None:
-        # read_s: the longest without a byte from the server (and the longest wait for a free connection).
+        # read_s: the longest without a byte from the server (and, with the wait for a free connection, to the
+        # answer's start: the one timeout around the POST bounds both).
         self.read_s = read_s
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=read_s, sock_connect=connect_s)
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
