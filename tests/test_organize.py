@@ -3,19 +3,28 @@ never written, and search inside messages (Chinese too) with a snippet, one resu
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
 from chainlit.context import init_http_context
 from chainlit.types import Pagination, ThreadFilter
 from chainlit.user import User
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from app.history import message_index
 from app.history.accounts import remove_user
 from app.history.chat_search import parse
+from app.history.database import create_engine, database_url, upgrade
 from app.history.message_index import is_sqlite
 from app.history.projects import Outcome, Projects
-from app.history.schema import message_terms, projects, threads
+from app.history.schema import MIGRATIONS, message_terms, projects, threads
 from app.history.store import Actor, ChatStore
+from app.terms import indexed
 from tests.support.stores import step
 
 
@@ -173,6 +182,73 @@ async def test_removing_a_user_removes_their_projects_and_their_messages_words(s
     with store.engine.connect() as connection:
         for table in (projects, message_terms):
             assert connection.execute(sa.select(sa.func.count()).select_from(table)).scalar() == 0
+
+
+def full_text(connection: sa.Connection) -> dict[int, str]:
+    """SQLite's full-text table, row by row."""
+    return dict(connection.execute(sa.text("SELECT rowid, terms FROM message_fts")).all())
+
+
+def terms_rows(connection: sa.Connection) -> dict[int, str]:
+    """message_terms, row by row."""
+    return dict(connection.execute(sa.select(message_terms.c.id, message_terms.c.terms)).all())
+
+
+INDEX_ENGINE = create_engine(database_url("", Path(tempfile.mkdtemp(prefix="message-index-"))))
+upgrade(INDEX_ENGINE)
+STEP_IDS = st.sampled_from(["s1", "s2", "s3"])
+TEXTS = st.sampled_from(["", "...", "pumps run warm", "pumps run cold", "水泵运行温度", "warm water"])
+CHANGES = st.one_of(
+    st.tuples(st.just("index"), STEP_IDS, st.sampled_from(["c1", "c2"]), TEXTS),
+    st.tuples(st.just("unindex"), STEP_IDS),
+    st.tuples(st.just("unindex_chats"), st.sampled_from(["c1", "c2"])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(CHANGES, max_size=12))
+def test_sqlites_full_text_table_follows_the_messages_words_through_any_changes(changes):
+    expected: dict[str, tuple[str, str]] = {}  # step: (chat, words)
+    with INDEX_ENGINE.connect() as connection, connection.begin() as transaction:
+        for change in changes:
+            if change[0] == "index":
+                _, step_id, chat_id, text = change
+                message_index.index(connection, step_id, chat_id, "assistant_message", text)
+                expected.pop(step_id, None)
+                if words := indexed(text):
+                    expected[step_id] = (chat_id, words)
+            elif change[0] == "unindex":
+                message_index.unindex(connection, [change[1]])
+                expected.pop(change[1], None)
+            else:
+                message_index.unindex_chats(connection, [change[1]])
+                expected = {step: held for step, held in expected.items() if held[0] != change[1]}
+            rows = connection.execute(
+                sa.select(message_terms.c.step_id, message_terms.c.thread_id, message_terms.c.terms)
+            )
+            assert {row.step_id: (row.thread_id, row.terms) for row in rows} == expected
+            assert full_text(connection) == terms_rows(connection)
+        transaction.rollback()
+
+
+async def test_a_message_indexed_before_the_triggers_is_replaced_not_doubled(tmp_path):
+    engine = create_engine(database_url("", tmp_path))
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:  # a database of the release before, its message indexed by that code
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0010_keys_memory")
+        message_index.drop_triggers(connection)  # 0008's index had none then
+        row = connection.execute(sa.insert(message_terms).values(step_id="a1", thread_id="t1", terms="clouds"))
+        connection.execute(
+            sa.text("INSERT INTO message_fts (rowid, terms) VALUES (:id, 'clouds')"), {"id": row.lastrowid}
+        )
+    upgrade(engine)
+    with engine.begin() as connection:
+        message_index.index(connection, "a1", "t1", "assistant_message", "sunshine")
+        assert list(full_text(connection).values()) == ["sunshine"] and full_text(connection) == terms_rows(connection)
+        message_index.unindex(connection, ["a1"])
+        assert full_text(connection) == {}
 
 
 def test_a_search_is_split_into_its_filters_and_words():

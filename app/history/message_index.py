@@ -3,6 +3,7 @@ segmented as passages are (SQLite's FTS5 with BM25; PostgreSQL's stored tsvector
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,27 +11,39 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from app.history.schema import MESSAGE_FTS, MESSAGE_VECTOR, MESSAGE_VECTOR_INDEX, message_terms, steps
+from app.history.schema import (
+    MESSAGE_FTS,
+    MESSAGE_VECTOR,
+    MESSAGE_VECTOR_INDEX,
+    insert_into,
+    message_terms,
+    steps,
+)
 from app.terms import indexed
 
 # Ids given as a list or as a statement selecting them.
 Ids = Sequence[str] | sa.Select[Any] | sa.ScalarSelect[Any]
 # The kinds of message searched: what the person and the model said.
 SEARCHED = ("user_message", "assistant_message")
-SQLITE_CREATE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {MESSAGE_FTS} USING fts5(terms, tokenize='unicode61')"
+# SQLite's FTS5 table follows message_terms by triggers, so a message's words are written in one statement.
+SQLITE_TRIGGERS = {
+    "message_terms_added": f"AFTER INSERT ON message_terms BEGIN "
+    f"INSERT INTO {MESSAGE_FTS} (rowid, terms) VALUES (new.id, new.terms); END",
+    "message_terms_changed": f"AFTER UPDATE OF terms ON message_terms BEGIN "
+    f"UPDATE {MESSAGE_FTS} SET terms = new.terms WHERE rowid = old.id; END",
+    "message_terms_removed": f"AFTER DELETE ON message_terms BEGIN DELETE FROM {MESSAGE_FTS} WHERE rowid = old.id; END",
+}
+SQLITE_CREATE = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {MESSAGE_FTS} USING fts5(terms, tokenize='unicode61')",
+    *(f"CREATE TRIGGER IF NOT EXISTS {name} {body}" for name, body in SQLITE_TRIGGERS.items()),
+)
 POSTGRES_CREATE = (
     f"ALTER TABLE message_terms ADD COLUMN IF NOT EXISTS {MESSAGE_VECTOR} tsvector "
     "GENERATED ALWAYS AS (to_tsvector('simple', terms)) STORED",
     f"CREATE INDEX IF NOT EXISTS {MESSAGE_VECTOR_INDEX} ON message_terms USING gin ({MESSAGE_VECTOR})",
 )
-
-# A message's index statements, built once: building one costs more CPU than running it, and every question and
-# answer runs them in the writer's transaction.
-HELD = sa.select(message_terms.c.thread_id, message_terms.c.terms).where(
-    message_terms.c.step_id == sa.bindparam("step_id")
-)
-ADD = sa.insert(message_terms).returning(message_terms.c.id)
-ADD_TO_FTS = sa.text(f"INSERT INTO {MESSAGE_FTS} (rowid, terms) VALUES (:id, :terms)")
+# A message without words (only punctuation, or emptied) leaves the index.
+REMOVE = sa.delete(message_terms).where(message_terms.c.step_id == sa.bindparam("step_id"))
 
 
 @dataclass(frozen=True)
@@ -47,42 +60,51 @@ def is_sqlite(connection: Connection) -> bool:
 
 
 def create(connection: Connection) -> None:
-    """The index, for the database at hand."""
-    for statement in (SQLITE_CREATE,) if is_sqlite(connection) else POSTGRES_CREATE:
+    """The index, for the database at hand (what is there already is kept)."""
+    for statement in SQLITE_CREATE if is_sqlite(connection) else POSTGRES_CREATE:
         connection.execute(sa.text(statement))
 
 
 def drop(connection: Connection) -> None:
     """The index gone (a migration's downgrade)."""
     if is_sqlite(connection):
+        drop_triggers(connection)
         connection.execute(sa.text(f"DROP TABLE IF EXISTS {MESSAGE_FTS}"))
+
+
+def drop_triggers(connection: Connection) -> None:
+    """SQLite's triggers gone (a migration's downgrade: the code before them wrote the FTS5 table itself)."""
+    if is_sqlite(connection):
+        for name in SQLITE_TRIGGERS:
+            connection.execute(sa.text(f"DROP TRIGGER IF EXISTS {name}"))
+
+
+@functools.cache
+def replacing(dialect: str) -> sa.Insert:
+    """A message's words added, or put in place of other ones it had; built once (every message runs it)."""
+    statement = insert_into(message_terms, dialect)
+    new = statement.excluded
+    changed = sa.or_(message_terms.c.terms != new.terms, message_terms.c.thread_id != new.thread_id)
+    return statement.on_conflict_do_update(
+        index_elements=["step_id"], set_={"terms": new.terms, "thread_id": new.thread_id}, where=changed
+    )
 
 
 def index(connection: Connection, step_id: str, thread_id: str, kind: str, text: str) -> None:
     """A message's words as they stand now: a message written anew with other words has them replaced."""
     if kind not in SEARCHED:
         return
-    terms = indexed(text)
-    held = connection.execute(HELD, {"step_id": step_id}).all()
-    if [tuple(row) for row in held] == ([(thread_id, terms)] if terms else []):
-        return  # the same words (a question's place or an answer's stats written again): nothing to rewrite
-    if held:
-        unindex(connection, [step_id])
-    if not terms:
-        return
-    row = connection.execute(ADD, {"step_id": step_id, "thread_id": thread_id, "terms": terms}).scalar_one()
-    if is_sqlite(connection):
-        connection.execute(ADD_TO_FTS, {"id": row, "terms": terms})
+    if terms := indexed(text):
+        connection.execute(
+            replacing(connection.dialect.name), {"step_id": step_id, "thread_id": thread_id, "terms": terms}
+        )
+    else:
+        connection.execute(REMOVE, {"step_id": step_id})
 
 
 def unindex(connection: Connection, step_ids: Ids) -> None:
     """The messages' words out of the index."""
-    which = message_terms.c.step_id.in_(step_ids)
-    if is_sqlite(connection):
-        rows = connection.execute(sa.select(message_terms.c.id).where(which)).scalars().all()
-        if rows:
-            connection.execute(sa.text(f"DELETE FROM {MESSAGE_FTS} WHERE rowid = :id"), [{"id": row} for row in rows])
-    connection.execute(sa.delete(message_terms).where(which))
+    connection.execute(sa.delete(message_terms).where(message_terms.c.step_id.in_(step_ids)))
 
 
 def unindex_chats(connection: Connection, thread_ids: Ids) -> None:

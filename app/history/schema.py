@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -17,6 +18,12 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 MIGRATION_LOCK = 7_860_011
 
 metadata = sa.MetaData()
+
+
+def insert_into(table: sa.Table, dialect: str) -> postgresql.Insert | sqlite.Insert:
+    """The dialect's INSERT, which knows ON CONFLICT."""
+    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+
 
 # Times are ISO 8601 strings in UTC, as Chainlit writes them: they sort as text on every database.
 users = sa.Table(

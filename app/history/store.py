@@ -27,6 +27,7 @@ from app.history.schema import (
     deleted_chats,
     elements,
     feedbacks,
+    insert_into,
     projects,
     steps,
     threads,
@@ -240,7 +241,7 @@ class ChatStore(BaseDataLayer):
 
     def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
         """The dialect's INSERT, which knows ON CONFLICT."""
-        return postgresql.insert(table) if self.engine.dialect.name == "postgresql" else sqlite.insert(table)
+        return insert_into(table, self.engine.dialect.name)
 
     # ---- users -------------------------------------------------------------------------
 

@@ -7,12 +7,11 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from app.config import get_settings, load_or_explain
 from app.history.database import create_engine, database_url, upgrade
-from app.history.schema import usage
+from app.history.schema import insert_into, usage
 from app.history.writes import Kept, Writer
 
 
@@ -26,7 +25,7 @@ class Usage:
 
     def __init__(self, writer: Writer) -> None:
         self.writer = writer
-        insert = (postgresql.insert if writer.engine.dialect.name == "postgresql" else sqlite.insert)(usage)
+        insert = insert_into(usage, writer.engine.dialect.name)
         self._add = insert.on_conflict_do_update(
             index_elements=["user", "day"],
             set_={

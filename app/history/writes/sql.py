@@ -6,10 +6,9 @@ import functools
 import time
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from app.history.schema import applied_writes
+from app.history.schema import applied_writes, insert_into
 
 # How long a made write's id is remembered: a journal left longer than this on a stopped server may make some of
 # its writes twice (an upsert by id or a newer state make that harmless for all but a token count).
@@ -24,8 +23,7 @@ def first_time(connection: Connection, write_id: str, at: float) -> bool:
 @functools.cache
 def noting(dialect: str) -> sa.Insert:
     """The statement noting a write's id, in the dialect at hand; built once (it runs for every kept write)."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return insert(applied_writes).on_conflict_do_nothing(index_elements=["id"])
+    return insert_into(applied_writes, dialect).on_conflict_do_nothing(index_elements=["id"])
 
 
 def forget_old(connection: Connection) -> None:
