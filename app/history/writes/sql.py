@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -18,6 +19,11 @@ KEEP_IDS_S = 30 * 86_400
 def first_time(connection: Connection, write_id: str, at: float) -> bool:
     """Note the write as made in this transaction; False if the database made it already."""
     return bool(connection.execute(noting(connection.dialect.name), {"id": write_id, "at": at}).rowcount)
+
+
+def note_made(connection: Connection, writes: list[dict[str, Any]]) -> None:
+    """Note these writes (each an id and when it was said) as made in this transaction, in one statement."""
+    connection.execute(noting(connection.dialect.name), writes)
 
 
 @functools.cache

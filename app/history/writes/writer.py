@@ -27,7 +27,7 @@ from app import metrics
 from app.errors import HistoryRefused, HistoryUnavailable
 from app.history.writes.faults import Fault, classify
 from app.history.writes.journal import Journal, Kept, Record, Saving
-from app.history.writes.sql import first_time, forget_old
+from app.history.writes.sql import first_time, forget_old, note_made
 from app.history.writes.threads import DaemonThreads
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,9 @@ DRIVER_ERRORS = (SQLAlchemyError, OSError)
 DATABASE_THREADS = 4
 # connection.info key of what one transaction's works leave for each other (and for after_commit).
 SCRATCH = "transaction_scratch"
+# Scratch key of the kept writes made for the first time in the transaction: their ids are noted at its end, in one
+# statement (a kept write made now has a new id; one replayed from a journal is checked first, as it may be made).
+NEW_WRITES = "new_writes"
 # Seconds between retries of the journal's writes: doubling from the first to the most, so a database that
 # comes back gets them within seconds.
 FIRST_RETRY_S = 0.5
@@ -173,7 +176,7 @@ class Writer:
         if self.journal is not None and self.journal.holds(kept.chat):  # behind what waits there
             await asyncio.shield(self._journal(kept))  # a caller cancelled meanwhile leaves it kept all the same
             return
-        done = self._enqueue(functools.partial(self._apply, kept), kept if self.journal else None)
+        done = self._enqueue(functools.partial(self._apply_new, kept), kept if self.journal else None)
         done.add_done_callback(functools.partial(log_failed, what))
         with contextlib.suppress(Exception):  # logged when it settles
             await asyncio.wait_for(asyncio.shield(done), min(self.timeout_s, KEEP_WAIT_S))
@@ -222,6 +225,11 @@ class Writer:
         if first_time(connection, kept.id, kept.at):
             return self.appliers[kept.kind](connection, kept.data, kept.at)
         return None
+
+    def _apply_new(self, kept: Kept, connection: Connection) -> Any:
+        """Apply a kept write made now (its id is new), its id noted with the transaction's others at its end."""
+        connection.info[SCRATCH].setdefault(NEW_WRITES, []).append({"id": kept.id, "at": kept.at})
+        return self.appliers[kept.kind](connection, kept.data, kept.at)
 
     def _enqueue(self, work: Work, kept: Kept | None = None) -> asyncio.Future[Any]:
         """Queue work for the writer's next transaction; its future settles when committed or failed."""
@@ -490,7 +498,10 @@ class Writer:
         with self.engine.begin() as connection:
             connection.info[SCRATCH] = {}
             results = [work(connection) for work in works]
-            return results, connection.info.pop(SCRATCH)
+            scratch = connection.info.pop(SCRATCH)
+            if made := scratch.pop(NEW_WRITES, None):
+                note_made(connection, made)
+            return results, scratch
 
 
 def failed(what: str, error: BaseException) -> HistoryUnavailable:
