@@ -22,7 +22,7 @@ from app.history.usage import Usage, today
 from app.history.writes import Backoff, Journal, Kept, Saving, Writer, frames
 from app.history.writes import writer as writer_module
 from app.history.writes.faults import Fault, classify
-from app.history.writes.journal import SET_ASIDE, waiting_in
+from app.history.writes.journal import SET_ASIDE, new_id, waiting_in
 from tests.support.faulty_database import Faults, Process, faulty_engine
 from tests.support.stores import Hooks, step
 
@@ -420,3 +420,16 @@ async def test_tokens_counted_once_however_often_their_write_is_replayed(tmp_pat
     await drained(journal)
     assert await counted.tokens_today("alice") == 120
     await store.close()
+
+
+def test_write_ids_are_new_in_a_process_and_in_one_forked_from_it():
+    ids = {new_id() for _ in range(10_000)}
+    assert len(ids) == 10_000 and all(len(each) == 32 and int(each, 16) >= 0 for each in ids)
+    reading, writing = os.pipe()
+    if (child := os.fork()) == 0:  # a server that forks its workers: each draws ids of its own
+        os.write(writing, new_id().encode())
+        os._exit(0)
+    os.close(writing)
+    theirs = os.read(reading, 64).decode()
+    os.waitpid(child, 0)
+    assert len(theirs) == 32 and theirs != new_id() and theirs not in ids

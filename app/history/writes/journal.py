@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import functools
 import logging
+import random
 import time
 import uuid
 from collections import Counter, deque
@@ -62,8 +63,12 @@ class Clock:
 
 
 def new_id() -> str:
-    """A write's id, which the database remembers once it is made."""
-    return uuid.uuid4().hex
+    """A write's id, which the database remembers once it is made: 128 random bits, unique, not secret.
+
+    Not uuid4: its os.urandom lets go of the interpreter, and the event loop then waits for it behind the history's
+    writer thread (50 us a call under load, against 2 us). `random` is seeded from the OS, and again in a fork.
+    """
+    return f"{random.getrandbits(128):032x}"
 
 
 @dataclass(frozen=True)
