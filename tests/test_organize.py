@@ -3,10 +3,10 @@ never written, and search inside messages (Chinese too) with a snippet, one resu
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
@@ -194,8 +194,6 @@ def terms_rows(connection: sa.Connection) -> dict[int, str]:
     return dict(connection.execute(sa.select(message_terms.c.id, message_terms.c.terms)).all())
 
 
-INDEX_ENGINE = create_engine(database_url("", Path(tempfile.mkdtemp(prefix="message-index-"))))
-upgrade(INDEX_ENGINE)
 STEP_IDS = st.sampled_from(["s1", "s2", "s3"])
 TEXTS = st.sampled_from(["", "...", "pumps run warm", "pumps run cold", "水泵运行温度", "warm water"])
 CHANGES = st.one_of(
@@ -205,11 +203,20 @@ CHANGES = st.one_of(
 )
 
 
+@pytest.fixture(scope="module")
+def index_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sa.Engine]:
+    """A history database on SQLite, for the index's examples (each rolled back)."""
+    engine = create_engine(database_url("", tmp_path_factory.mktemp("message-index")))
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(CHANGES, max_size=12))
-def test_sqlites_full_text_table_follows_the_messages_words_through_any_changes(changes):
+@given(changes=st.lists(CHANGES, max_size=12))
+def test_sqlites_full_text_table_follows_the_messages_words_through_any_changes(index_engine, changes):
     expected: dict[str, tuple[str, str]] = {}  # step: (chat, words)
-    with INDEX_ENGINE.connect() as connection, connection.begin() as transaction:
+    with index_engine.connect() as connection, connection.begin() as transaction:
         for change in changes:
             if change[0] == "index":
                 _, step_id, chat_id, text = change
@@ -231,7 +238,7 @@ def test_sqlites_full_text_table_follows_the_messages_words_through_any_changes(
         transaction.rollback()
 
 
-async def test_a_message_indexed_before_the_triggers_is_replaced_not_doubled(tmp_path):
+def test_a_message_indexed_before_the_triggers_is_replaced_not_doubled(tmp_path):
     engine = create_engine(database_url("", tmp_path))
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))

@@ -65,8 +65,8 @@ class Clock:
 def new_id() -> str:
     """A write's id, which the database remembers once it is made: 128 random bits, unique, not secret.
 
-    Not uuid4: its os.urandom lets go of the interpreter, and the event loop then waits for it behind the history's
-    writer thread (50 us a call under load, against 2 us). `random` is seeded from the OS, and again in a fork.
+    Not uuid4: its os.urandom is a system call that lets the history's writer thread take the interpreter from the
+    event loop. `random` needs none; it is seeded from the OS, and again in a forked process.
     """
     return f"{random.getrandbits(128):032x}"
 
