@@ -33,23 +33,13 @@ def main() -> int:
         # checks the connection's own against TRUSTED_PROXIES first (app/web/proxies.py), then reads the header;
         # the local user's refusals log the real peer (a proxy in front of it is what they are about).
         os.environ["FORWARDED_ALLOW_IPS"] = ""
-    # As `python -m chainlit`, not its script: a process spawned to read files then skips re-running the script's
-    # imports (the main module of a `-m` run ends in `__main__`), 1.3 s of CPU at the app's priority.
-    os.execv(
-        sys.executable,
-        [
-            sys.executable,
-            "-m",
-            "chainlit",
-            "run",
-            str(main_py),
-            "--headless",
-            "--host",
-            settings.chat_host,
-            "--port",
-            str(settings.chat_port),
-        ],
-    )
+    # Imported once the working directory is the project's: Chainlit reads its configuration at import.
+    from app.page import seam
+
+    # Served from this `-m` run, whose main module ends in `__main__`: a process spawned to read files does not run
+    # it again (a script's imports would be, 1.3 s of CPU at the app's priority).
+    seam.serve(main_py, settings.chat_host, settings.chat_port)
+    return 0
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def build(settings: Settings) -> App:
     seam.own_files_directory()
     seam.no_blocking_sleeps()
     seam.emits_sent_by_the_emitter()
-    seam.c_tasks_and_futures()
+    seam.config_without_profiles()
     backend, answering = Backend(settings), Answering()
     history = keep_history(settings, lambda: text(tab_language(settings.language), "history_unavailable"), answering)
     store = history.store

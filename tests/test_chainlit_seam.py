@@ -28,7 +28,9 @@ from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, Upda
 from fastapi import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
+from app.config import Settings
 from app.page import seam
+from app.presets.panel import chat_profiles
 from app.web.headers import own_page
 from tests.support.servers import ROOT
 
@@ -312,24 +314,69 @@ async def test_an_emit_to_one_tab_is_socketios_packet_sent_by_the_emitting_task(
     assert not any(by_emitter for _, _, by_emitter in plain)
 
 
-def test_chainlits_command_line_swaps_in_python_tasks_and_the_c_ones_put_back_still_nest():
-    script = """
-import asyncio, chainlit.cli
+def test_the_app_is_served_as_chainlits_command_line_would_on_uvloop_with_asyncios_c_tasks(tmp_path):
+    target = tmp_path / "target.py"
+    target.write_text("import chainlit as cl\n\n\n@cl.on_message\nasync def answer(message):\n    pass\n")
+    script = f"""
+import asyncio, sys, uvicorn
+from pathlib import Path
+from chainlit.config import config
 from app.page import seam
-assert asyncio.Task is asyncio.tasks._PyTask and asyncio.Future is asyncio.futures._PyFuture, "no longer swapped"
-seam.c_tasks_and_futures()
 
-async def profiles():
-    await asyncio.sleep(0.01)
-    return "read"
+async def serve(server):
+    print(type(asyncio.get_running_loop()).__module__, type(asyncio.current_task()).__module__)
+    loaded = config.code.on_message is not None and config.run.module_name.endswith("target.py")
+    print("nest_asyncio" in sys.modules, loaded)
+    print(config.run.headless, config.run.host, config.run.port, server.config.ws, server.config.ws_per_message_deflate)
+
+uvicorn.Server.serve = serve
+seam.serve(Path({str(target)!r}), "127.0.0.1", 8123)
+"""
+    environment = {**os.environ, "UVICORN_WS_PROTOCOL": "websockets-sansio"}
+    environment.pop("UVICORN_WS_PER_MESSAGE_DEFLATE", None)
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=environment, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [
+        "uvloop", "_asyncio", "False", "True", "True", "127.0.0.1", "8123", "websockets-sansio", "True"
+    ]  # fmt: skip
+
+
+def test_chainlit_reads_a_tabs_profile_by_reentering_its_loop_and_the_seam_gives_its_own_config():
+    script = """
+import asyncio, uvloop
+from chainlit.config import config
+from chainlit.session import WebsocketSession
+from app.page import seam
+
+reads = []
+
+async def profiles(user, language):
+    reads.append(language)
+    return []
+
+config.code.set_chat_profiles = profiles
 
 async def tab():
-    other = asyncio.create_task(asyncio.sleep(0.005, "other"))
-    nested = asyncio.get_event_loop().run_until_complete(profiles())  # as Chainlit reads a tab's chat profiles
-    print(type(asyncio.current_task()).__module__, nested, await other)
+    own = WebsocketSession("s", "sock", print, print, {}, "webapp", chat_profile="Balanced").config is config
+    await asyncio.sleep(0.05)
+    print(own, len(reads))
+    reads.clear()
 
-asyncio.run(tab())
+async def main():
+    await tab()
+    seam.config_without_profiles()
+    await tab()
+
+uvloop.run(main())
 """
     ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split() == ["_asyncio", "read", "other"]
+    # Chainlit's: uvloop refuses to re-enter, but the read it was given still runs (for each tab that connects).
+    assert ran.stdout.split() == ["True", "1", "True", "0"]
+
+
+async def test_the_apps_presets_override_none_of_chainlits_configuration():
+    profiles = await chat_profiles(None, "en", Settings(), None)
+    assert profiles and all(profile.config_overrides is None for profile in profiles)

@@ -55,11 +55,12 @@ def test_an_interrupted_run_stops_its_servers(tmp_path, sig):
     process, mark = nested_pytest(test, tmp_path)
     deadline = time.monotonic() + 120
     while not (
-        app := [pid for pid in marked_processes(mark) if b"chainlit" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        app := [pid for pid in marked_processes(mark) if b"\0-m\0app\0" in Path(f"/proc/{pid}/cmdline").read_bytes()]
     ):
         assert time.monotonic() < deadline and process.poll() is None, "the app never started"
         time.sleep(0.1)
-    port = Path(f"/proc/{app[0]}/cmdline").read_bytes().split(b"\0--port\0")[1].split(b"\0")[0].decode()
+    variables = Path(f"/proc/{app[0]}/environ").read_bytes().split(b"\0")
+    port = dict(variable.split(b"=", 1) for variable in variables if variable)[b"CHAT_PORT"].decode()
     wait_http(f"http://127.0.0.1:{port}/", process, 60, {})  # type: ignore[arg-type]  # any Popen will do
     time.sleep(1.0)  # the test streams a 4-second answer right after the app answers
     process.send_signal(sig)

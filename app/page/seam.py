@@ -60,10 +60,12 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   cost a task and two turns of the event loop, and a loaded loop made each update slower than the stream's
   interval. An emit to one tab is sent by the task that emits it (the same engine.io packets); any other goes to
   socketio's own.
-- `asyncio.Task` and `asyncio.Future`: Chainlit's command line makes its event loop reentrant with nest_asyncio, which
-  swaps asyncio's C tasks and futures for its pure-Python ones (their every step, wake-up and callback in Python).
-  The C ones are put back before any task exists; the patched loop stays, and nests them as well (Chainlit nests it
-  to read a tab's chat profiles).
+- Chainlit's command line (`chainlit run`), replaced by `serve`: it makes its event loop re-entrant with nest_asyncio,
+  which swaps asyncio's C tasks and futures for pure-Python ones and refuses uvloop. `serve` does what `chainlit
+  run --headless` does (`config.run`, `chainlit.config.load_module`, `chainlit.auth.ensure_jwt_secret`, its logging,
+  uvicorn's settings from the same variables) and runs the server on uvloop. Chainlit re-enters its loop in one
+  place, `WebsocketSession.get_config`, to read a tab's chat profile for configuration overrides; the app's presets
+  override nothing, so a tab's configuration is Chainlit's own (`config_without_profiles`).
 - `WebsocketSession.environ`: the WSGI environment of the request that opened a tab's socket; its Referer is the
   page's address (a chat opened from the chats page as `/?project=<id>` starts in that project).
 - `chainlit.oauth_providers.get_configured_oauth_providers`: the ids of the OAuth providers whose variables Chainlit
@@ -72,15 +74,17 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 
 from __future__ import annotations
 
-import _asyncio
 import asyncio
 import importlib
 import inspect
 import json
+import logging
 import os
 import shutil
+import sys
 import types
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
 import chainlit as cl
@@ -88,10 +92,12 @@ import chainlit.config as chainlit_config
 import chainlit.server as chainlit_server
 import engineio.packet
 import socketio.packet
-from chainlit.auth import get_current_user, reuseable_oauth
+import uvicorn
+import uvloop
+from chainlit.auth import ensure_jwt_secret, get_current_user, reuseable_oauth
 from chainlit.auth.cookie import clear_auth_cookie, get_token_from_cookies
 from chainlit.chat_context import chat_context
-from chainlit.config import SpontaneousFileUploadFeature, config
+from chainlit.config import ChainlitConfig, SpontaneousFileUploadFeature, config, load_module
 from chainlit.context import ChainlitContextException, init_ws_context
 from chainlit.data.utils import queue_until_user_message as chainlit_queue_until_user_message
 from chainlit.oauth_providers import get_configured_oauth_providers
@@ -128,6 +134,8 @@ LOGIN_ROUTES = (("/login", "POST"), ("/logout", "POST"), ("/auth/jwt", "POST"))
 CONSTRUCTORS_THAT_SLEEP = ("chainlit.message", "chainlit.step")
 # A process's own directory in Chainlit's files directory: this, then its process id.
 FILES_OF_PROCESS = "process-"
+# Chainlit's command line logs this way (to standard output, from INFO).
+LOG_FORMAT = "%(asctime)s - %(levelname)s - %(name)s - %(message)s"
 Handler = Callable[..., Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Looks at a route's parameters (by name, as Chainlit's function takes them) and raises HTTPException to refuse.
@@ -463,10 +471,32 @@ def own_files_directory() -> None:
     chainlit_server.FILES_DIRECTORY = own  # type: ignore[attr-defined]  # its shutdown deletes this one
 
 
-def c_tasks_and_futures() -> None:
-    """asyncio's own tasks and futures, written in C, in place of the pure-Python ones nest_asyncio put there."""
-    asyncio.Task = asyncio.tasks.Task = _asyncio.Task  # type: ignore[misc]
-    asyncio.Future = asyncio.futures.Future = _asyncio.Future  # type: ignore[misc]
+def config_without_profiles() -> None:
+    """A tab's Chainlit configuration is the app's own: the chat profiles (the presets) override none of it."""
+
+    def apps_config(_session: WebsocketSession) -> ChainlitConfig:
+        return cast(ChainlitConfig, config)
+
+    WebsocketSession.get_config = apps_config  # type: ignore[method-assign,assignment]
+
+
+def serve(main_py: Path, host: str, port: int) -> None:
+    """Serve the Chainlit app in `main_py` as `chainlit run --headless` does, on uvloop."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S")
+    config.run.headless, config.run.host, config.run.port = True, host, port
+    config.run.module_name = str(main_py)
+    load_module(config.run.module_name)
+    ensure_jwt_secret()
+    deflate = os.environ.get("UVICORN_WS_PER_MESSAGE_DEFLATE", "true").lower() in ("true", "1", "yes")
+    settings = uvicorn.Config(
+        server,
+        host=host,
+        port=port,
+        ws=os.environ.get("UVICORN_WS_PROTOCOL", "auto"),
+        ws_per_message_deflate=deflate,
+        log_level="error",
+    )
+    uvloop.run(uvicorn.Server(settings).serve())
 
 
 def emits_sent_by_the_emitter(server: Any = sio) -> None:
