@@ -24,6 +24,13 @@ STACKS = {
     HISTORY: ["Thread.run (threading.py:982)", ROWS_IN, "Connection.execute (sqlalchemy/engine/base.py:1412)"],
     REST: [LOOP, "BaseEventLoop.create_future (asyncio/base_events.py:427)"],
 }
+# uvloop at work in its C code (its callbacks, its sockets), under the seam that serves the app.
+UVLOOP = [
+    "main (app/__main__.py:41)",
+    "serve (app/page/seam.py:495)",
+    "run (uvloop/__init__.py:92)",
+    "Runner.run (asyncio/runners.py:118)",
+]
 
 
 @pytest.mark.parametrize("part", STACKS)
@@ -37,3 +44,7 @@ def test_the_parts_share_out_every_sample(tmp_path):
     waiting = f"{LOOP};EpollSelector.select (selectors.py:468) 7\n"  # the loop idle: not work
     raw.write_text(waiting + "".join(f"{';'.join(STACKS[part])} {count}\n" for part, count in counts.items() if count))
     assert shares(raw) == {part: count / 20 for part, count in counts.items()}
+
+
+def test_uvloops_own_work_is_none_of_the_parts_though_the_seam_serves_it():
+    assert part_of(UVLOOP) == REST

@@ -486,7 +486,7 @@ class ModelServer(Protocol):
 
 @dataclass
 class ChatApp:
-    """The Chainlit app, started as `chainlit run app/main.py` against a model server (vLLM or llama.cpp)."""
+    """The Chainlit app, started as `python -m app` against a model server (vLLM or llama.cpp)."""
 
     vllm: ModelServer
     port: int = field(default_factory=free_port)
