@@ -28,6 +28,9 @@ def main() -> int:
     # Measured cheaper per streamed token than uvicorn's pure-Python wsproto (README, Benchmarks);
     # uvicorn deprecates its older `websockets` implementation in favour of this one.
     os.environ.setdefault("UVICORN_WS_PROTOCOL", "websockets-sansio")
+    # Browsers ask for every websocket frame compressed: for frames of a hundred bytes that cost about a third of
+    # the app's CPU per streamed token (docs/benchmarks.md), for next to no bandwidth. Declined unless set.
+    os.environ.setdefault("UVICORN_WS_PER_MESSAGE_DEFLATE", "false")
     if settings.proxy_networks or login is Login.LOCAL:
         # uvicorn would replace the connection's address by X-Forwarded-For's for any loopback peer: the app
         # checks the connection's own against TRUSTED_PROXIES first (app/web/proxies.py), then reads the header;

@@ -177,7 +177,8 @@ async def open_tabs(app: ChatApp, n: int, tokens: int) -> list[Tab]:
     """N tabs connected, greeted, and set to answers of `tokens` tokens (a few at a time, as people arrive)."""
     tabs: list[Tab] = []
     for first in range(0, n, CONNECTING_AT_ONCE):
-        batch = [Tab(ChatClient(app.url)) for _ in range(first, min(n, first + CONNECTING_AT_ONCE))]
+        # Each tab asks for permessage-deflate as Chromium does: what the app answers is what a browser's tab costs.
+        batch = [Tab(ChatClient(app.url, deflate=True)) for _ in range(first, min(n, first + CONNECTING_AT_ONCE))]
         await asyncio.gather(*(tab.client.connect() for tab in batch))
         await asyncio.gather(*(tab.client.greeting() for tab in batch))
         await asyncio.gather(*(tab.client.change_settings({"max_tokens": tokens}) for tab in batch))
