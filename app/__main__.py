@@ -28,7 +28,7 @@ def main() -> int:
     # Measured cheaper per streamed token than uvicorn's pure-Python wsproto (README, Benchmarks);
     # uvicorn deprecates its older `websockets` implementation in favour of this one.
     os.environ.setdefault("UVICORN_WS_PROTOCOL", "websockets-sansio")
-    # Browsers ask for every websocket frame compressed: for frames of a hundred bytes that cost about a third of
+    # Browsers ask for every websocket frame compressed: for frames of a hundred bytes that cost up to a fifth of
     # the app's CPU per streamed token (docs/benchmarks.md), for next to no bandwidth. Declined unless set.
     os.environ.setdefault("UVICORN_WS_PER_MESSAGE_DEFLATE", "false")
     if settings.proxy_networks or login is Login.LOCAL:

@@ -40,7 +40,7 @@ async def test_greets_in_the_browser_language(chat_app):
 
 
 async def test_the_pages_socket_is_not_compressed_though_the_browser_asks(chat_app):
-    """Chromium asks for permessage-deflate; per frame of a hundred bytes it cost a third of the app's CPU a token."""
+    """Chromium asks for permessage-deflate; on frames of a hundred bytes it cost up to a fifth of the CPU a token."""
     async with aiohttp.ClientSession() as session:
         url = f"{chat_app.url}/ws/socket.io/?EIO=4&transport=websocket"
         async with session.ws_connect(url, compress=15) as socket:
