@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from app import local_link
+from app import listening, local_link
 from app.config import get_settings, load_or_explain
 from app.errors import HistoryUnreachable, LoginRequired
 from app.history.accounts import Login, startup_login
@@ -15,6 +15,9 @@ from app.history.accounts import Login, startup_login
 def main() -> int:
     settings = load_or_explain(get_settings, "make chat")
     if settings is None:
+        return 2
+    if (problem := listening.unavailable(settings.chat_host, settings.chat_port)) is not None:
+        print(f"make chat: {problem}", file=sys.stderr)
         return 2
     try:
         login = startup_login(settings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from app import listening
 from app.config import DEFAULT_MODEL, Settings, dotenv_file, explain
 from app.i18n import TEXT, language_of, text
 from serving.plan import ServeSettings
@@ -137,6 +139,34 @@ def test_bad_values_stop_the_programs_with_one_line_each():
         )
         assert result.returncode == 2
         assert result.stderr.strip().splitlines() == [f"make {program}: {variable}={value}: {problem}"]
+
+
+def test_a_chat_port_in_use_stops_make_chat_and_make_run_before_anything_starts(tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for module, program in (("app", "chat"), ("tools.run", "run")):
+            result = subprocess.run(
+                [sys.executable, "-m", module],
+                cwd=ROOT,
+                env=hermetic_environment(CHAT_PORT=str(port), DATA_DIR=str(tmp_path), OPEN_BROWSER="false"),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert result.returncode == 2, result.stdout + result.stderr
+            in_use = f"CHAT_PORT={port}: 127.0.0.1:{port} is in use (the chat UI already running?); choose another port"
+            assert result.stderr.strip().splitlines() == [f"make {program}: {in_use}"]
+            assert result.stdout == ""  # no link handed out, no vLLM started
+    # The link of the chat UI running there, were it one, stays what `make link` prints.
+    assert not (tmp_path / "local-link").exists()
+
+
+def test_an_address_not_of_this_machine_is_named():
+    # 192.0.2.0/24 is for documentation (RFC 5737): never an address of a machine.
+    assert listening.unavailable("192.0.2.1", 7860) == "CHAT_HOST=192.0.2.1: not an address of this machine"
+    assert listening.unavailable("127.0.0.1", 0) is None
 
 
 def test_trusted_proxies_are_addresses_and_networks(environment):

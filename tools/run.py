@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from types import FrameType
 
+from app import listening
 from app.config import DEFAULT_DOCUMENT_TOKENS, Settings, dotenv_file, get_settings, load_or_explain
 from serving.machine import detect
 from serving.plan import ServeSettings, choose_device, passage_budget
@@ -106,6 +107,9 @@ def main() -> int:
     settings = load_or_explain(get_settings, "make run")
     router = load_or_explain(lambda: RouterSettings(_env_file=dotenv_file()), "make run")
     if settings is None or router is None:
+        return 2
+    if (problem := listening.unavailable(settings.chat_host, settings.chat_port)) is not None:
+        print(f"make run: {problem}", file=sys.stderr)  # before vLLM takes minutes to load for nothing
         return 2
     for sig in STOP_SIGNALS:
         signal.signal(sig, request_stop)
