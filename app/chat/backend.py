@@ -15,7 +15,7 @@ import httpx2
 import openai
 from openai import AsyncOpenAI
 
-from app.chat.token_bound import TemplateCost, learn_template_cost
+from app.chat.token_bound import TemplateCost, learn_template_cost, probe
 from app.chat.transport import Arriving, Streams, http_client
 from app.config import Settings
 from app.errors import ChatError, Problem
@@ -39,6 +39,23 @@ FIRST_ERROR_STATUS = 400
 # its rotation until the next health check (a second); the SDK's backoff (about 0.5 s, then 1 s) outlasts that, so
 # a lookup it refused meanwhile reaches another server. The streamed answer is never sent twice.
 LOOKUP_RETRIES = 2
+
+
+def system_in_question(messages: list[Message]) -> list[Message]:
+    """The messages for a template without a system role: the system text opens the first question instead.
+
+    Gemma's and some Mistral templates raise an error for a system message; the model then reads it where their own
+    documentation puts instructions, before the first user message.
+    """
+    leading = 0
+    while leading < len(messages) and messages[leading]["role"] == "system":
+        leading += 1
+    if not leading:
+        return messages
+    system, rest = "\n\n".join(m["content"] for m in messages[:leading]), messages[leading:]
+    if rest and rest[0]["role"] == "user":
+        return [{"role": "user", "content": f"{system}\n\n{rest[0]['content']}"}, *rest[1:]]
+    return [{"role": "user", "content": system}, *rest]
 
 
 @dataclass(frozen=True)
@@ -238,6 +255,8 @@ class Backend:
         }
         self._model: ModelInfo | None = None
         self._template: TemplateCost | None = None
+        # The model's template has no system role: the system prompt goes into the first question.
+        self._system_in_question = False
         self._template_learned = False
         self._learning = asyncio.Lock()  # many sessions' first messages arrive together
 
@@ -278,7 +297,7 @@ class Backend:
     def forget_model(self) -> None:
         """Drop the cached model, e.g. after vLLM went away (it may come back with another)."""
         self._model = None
-        self._template, self._template_learned = None, False
+        self._template, self._system_in_question, self._template_learned = None, False, False
 
     async def count_prompt_tokens(self, messages: list[Message]) -> int:
         """Tokens of the chat prompt as vLLM renders it (chat template included)."""
@@ -298,25 +317,54 @@ class Backend:
 
     async def prompt_bound(self, messages: list[Message]) -> int | None:
         """An upper bound on the prompt's tokens, without a request once the model's template is known."""
+        await self._learned()
+        return self._template.prompt_bound(messages) if self._template else None
+
+    async def _learned(self) -> None:
+        """What the model's template takes, learned once: a system message or not, and its token bound's costs."""
         if not self._template_learned:  # no lock per message once it is known
             async with self._learning:
                 if not self._template_learned:
-                    try:
-                        self._template = await learn_template_cost(self._probe_cost)
-                    except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
-                        log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
-                        self._template = None
-                    self._template_learned = True
-        return self._template.prompt_bound(messages) if self._template else None
+                    await self._learn()
+
+    async def _learn(self) -> None:
+        """Learn the template now (a server that cannot say leaves it unknown: every prompt is then counted)."""
+        try:
+            self._system_in_question = await self._refuses_system_role()
+            self._template = await learn_template_cost(self._probe_cost)
+        except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
+            log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
+            self._template = None
+        self._template_learned = True
+
+    async def _refuses_system_role(self) -> bool:
+        """Whether the model's template refuses a system message that it renders without one."""
+        try:
+            await self._render(probe(system=True, turns=0))
+            return False
+        except ChatError:
+            await self._render(probe(system=False, turns=0))  # raises too where the server renders none
+        name = (await self.model()).name
+        log.warning("%s's chat template takes no system message: the system prompt opens the first question", name)
+        return True
+
+    def _as_taken(self, messages: list[Message]) -> list[Message]:
+        """The messages as the model's template takes them."""
+        return system_in_question(messages) if self._system_in_question else messages
 
     async def _probe_cost(self, messages: list[Message]) -> int:
         """Tokens of a rendered prompt plus the bytes of its text (see app.chat.token_bound)."""
-        ids = [int(token) for token in (await self._tokenize(messages))["tokens"]]
+        ids = [int(token) for token in (await self._render(self._as_taken(messages)))["tokens"]]
         text = await self._post("/detokenize", {"tokens": ids})
         return len(ids) + len(str(text.get("prompt", text.get("content", ""))).encode())
 
     async def _tokenize(self, messages: list[Message]) -> dict[str, Any]:
         """The prompt's tokens as the server renders the messages ({"count", "tokens"})."""
+        await self._learned()
+        return await self._render(self._as_taken(messages))
+
+    async def _render(self, messages: list[Message]) -> dict[str, Any]:
+        """The tokens of these very messages as the server renders them with the model's template."""
         if (await self.model()).engine == VLLM:
             return await self._post("/tokenize", {"messages": messages, "add_generation_prompt": True})
         # llama-server renders the template and tokenizes in two steps, as it does for a chat completion.
@@ -341,13 +389,14 @@ class Backend:
     ) -> AsyncIterator[ChatStream]:
         """Open a streamed completion for the chat chat_key; leaving the block closes it, which aborts it in vLLM."""
         model = await self.model()
+        await self._learned()
         extra: dict[str, Any] = {}
         if sampling.repetition_penalty != 1.0:
             name = "repetition_penalty" if model.engine == VLLM else "repeat_penalty"
             extra[name] = sampling.repetition_penalty
         body = {
             "model": model.name,
-            "messages": messages,
+            "messages": self._as_taken(messages),
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
