@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from app.chat.backend import Backend, Sampling
+from app.chat.backend import Backend, Sampling, system_in_question
+from app.chat.token_bound import TemplateCost
 from app.config import Settings
 from tests.support.history import started_chat
 from tests.support.servers import ChatApp, VllmServer
+from tests.test_token_bound import texts
 
 pytestmark = pytest.mark.vllm
 
@@ -31,6 +36,46 @@ def vllm_without_system_role(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def learned(vllm_without_system_role: VllmServer) -> TemplateCost:
+    """The template's cost as the app's backend learns it, on prompts whose system text opens the first question."""
+    server = vllm_without_system_role
+
+    async def learn() -> TemplateCost | None:
+        backend = Backend(Settings(vllm_base_url=server.base_url, api_key=server.api_key))
+        try:
+            await backend.prompt_bound([])
+            return backend._template
+        finally:
+            await backend.aclose()
+
+    cost = asyncio.run(learn())
+    assert cost is not None
+    return cost
+
+
+def test_system_messages_open_the_first_question_whatever_follows():
+    system = [{"role": "system", "content": "A"}, {"role": "system", "content": "B"}]
+    user, assistant = {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}
+    assert system_in_question([*system, user, assistant, user]) == [
+        {"role": "user", "content": "A\n\nB\n\nq"},
+        assistant,
+        user,
+    ]
+    assert system_in_question([*system, assistant, user]) == [{"role": "user", "content": "A\n\nB"}, assistant, user]
+    assert system_in_question([user]) == [user] and system_in_question(system[:1]) == [{"role": "user", "content": "A"}]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(system=st.one_of(st.none(), texts), turns=st.lists(st.tuples(texts, texts), max_size=3), new=texts)
+def test_the_bound_is_never_below_the_count_of_the_prompt_sent(vllm_without_system_role, learned, system, turns, new):
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    for user, assistant in turns:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    messages.append({"role": "user", "content": new})
+    assert vllm_without_system_role.count_chat_tokens(system_in_question(messages)) <= learned.prompt_bound(messages)
 
 
 async def test_the_system_prompt_opens_the_first_question_and_is_counted_there(vllm_without_system_role):

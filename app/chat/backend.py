@@ -342,7 +342,9 @@ class Backend:
         try:
             await self._render(probe(system=True, turns=0))
             return False
-        except ChatError:
+        except ChatError as refused:
+            if refused.problem not in (Problem.REJECTED, Problem.SERVER_ERROR):  # no answer: nothing learned
+                raise
             await self._render(probe(system=False, turns=0))  # raises too where the server renders none
         name = (await self.model()).name
         log.warning("%s's chat template takes no system message: the system prompt opens the first question", name)
