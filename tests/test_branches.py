@@ -5,7 +5,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.chat.branches import FOLLOWS, ROOT, Answer, Branches, branches_of, conversation_before, conversation_of
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from app.chat.branches import (
+    FOLLOWS,
+    NOT_SENT,
+    ROOT,
+    Answer,
+    Branches,
+    answer_of,
+    branches_of,
+    conversation_before,
+    conversation_of,
+    is_question,
+)
 from app.chat.conversation import Ending, Turn
 from app.chat.preferences import Preferences
 from app.history.rows import step_dict, step_row
@@ -186,3 +201,46 @@ def test_the_exports_name_the_chats_project():
     assert json.loads(export_json(thread, PREFS, "Garden"))["project"] == "Garden"
     assert '- project: "Garden"' in export_markdown(thread, PREFS, {"user": "You", "assistant": "ERNIE"}, "Garden")
     assert json.loads(export_json(thread, PREFS))["project"] is None
+
+
+class GrowingChat(RuleBasedStateMachine):
+    """Messages added and versions chosen in any order: what a tree remembers is what it would find afresh."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tree = Branches()
+        self.questions: list[str] = []
+
+    @rule(parent=st.integers(min_value=0), text=st.text(max_size=3))
+    def ask(self, parent: int, text: str) -> None:
+        answers = [i for i in self.tree.steps if not is_question(self.tree.steps[i])]
+        follows = answers[parent % len(answers)] if answers and parent % (len(answers) + 1) else ROOT
+        step_id = f"q{len(self.tree.steps)}"
+        self.tree.add(question(step_id, text, follows=follows), follows)
+        self.questions.append(step_id)
+
+    @precondition(lambda self: self.questions)
+    @rule(which=st.integers(min_value=0), ending=st.sampled_from(["complete", "stopped", "failed", NOT_SENT]))
+    def reply(self, which: int, ending: str) -> None:
+        reply_to = self.questions[which % len(self.questions)]
+        self.tree.add(answer(f"a{len(self.tree.steps)}", reply_to, "said", ending), reply_to)
+
+    @precondition(lambda self: self.tree.steps)
+    @rule(which=st.integers(min_value=0))
+    def choose(self, which: int) -> None:
+        self.tree.select(list(self.tree.steps)[which % len(self.tree.steps)])
+
+    @invariant()
+    def remembers_what_it_would_find_afresh(self) -> None:
+        afresh = Branches(dict(self.tree.steps), dict(self.tree.parents), dict(self.tree.shown))
+        for step_id, step in self.tree.steps.items():
+            afresh._children.setdefault(self.tree.parents[step_id], []).append(step_id)
+            assert self.tree.answer(step_id) == answer_of(step)
+        assert self.tree.path() == afresh.path()
+        for question_id in self.questions:
+            branch = [self.tree.steps[i] for i in self.tree.up_to(self.tree.parents[question_id])]
+            assert conversation_before(self.tree, question_id) == conversation_of(branch)
+
+
+GrowingChat.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_a_growing_chat_remembers_what_it_would_find_afresh = GrowingChat.TestCase

@@ -31,6 +31,11 @@ class Branches:
     parents: dict[str, str] = field(default_factory=dict)
     shown: dict[str, str] = field(default_factory=dict)
     _children: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    # Read once per message rather than at every answer, whose plan walks the whole branch (a copy made with other
+    # steps starts without them).
+    _answers: dict[str, Answer | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _path: tuple[int, tuple[str, ...]] = field(default=(-1, ()), init=False, repr=False, compare=False)
+    _changes: int = field(default=0, init=False, repr=False, compare=False)
 
     def add(self, step: Step, parent: str) -> None:
         """A new message (newer than every other) under its parent."""
@@ -38,6 +43,13 @@ class Branches:
         self.steps[message_id] = as_kept(step)
         self.parents[message_id] = parent
         self._children.setdefault(parent, []).append(message_id)
+        self._changes += 1
+
+    def answer(self, message_id: str) -> Answer | None:
+        """The turn record a message carries, if it is an answer of ours."""
+        if message_id not in self._answers:
+            self._answers[message_id] = answer_of(self.steps[message_id])
+        return self._answers[message_id]
 
     def shown_child(self, parent: str) -> str | None:
         """The version shown after a message (None: it is the end of the branch)."""
@@ -48,10 +60,14 @@ class Branches:
         return chosen if chosen in children else children[-1]
 
     def path(self) -> list[str]:
-        """The branch shown, oldest first."""
+        """The branch shown, oldest first (a list of its own: the caller may change it)."""
+        changes, known = self._path
+        if changes == self._changes:
+            return list(known)
         path: list[str] = []
         while (child := self.shown_child(path[-1] if path else ROOT)) is not None:
             path.append(child)
+        self._path = (self._changes, tuple(path))
         return path
 
     def leaf(self) -> str:
@@ -81,6 +97,7 @@ class Branches:
             self.shown.pop(parent, None)
         else:
             self.shown[parent] = message_id
+        self._changes += 1
         return self.shown.get(parent) != before
 
     def newest(self) -> str:
@@ -175,17 +192,20 @@ def parent_of(step: Step, tree: Branches) -> str | None:
     return tree.newest()
 
 
-def conversation_of(steps: Sequence[Step], seen: Callable[[Step], str] = as_seen) -> Conversation:
+def conversation_of(
+    steps: Sequence[Step], seen: Callable[[Step], str] = as_seen, answer_in: Callable[[Step], Answer | None] = answer_of
+) -> Conversation:
     """The conversation as the model saw it along one branch: each user message with the answer recorded for it.
 
-    `seen`: a question as the model read it. A message with no recorded answer (the app stopped mid-answer) counts
-    as a failed turn with an empty answer, as a failed request does while the app runs.
+    `seen`: a question as the model read it; `answer_in`: an answer's turn record. A message with no recorded answer
+    (the app stopped mid-answer) counts as a failed turn with an empty answer, as a failed request does while the app
+    runs.
     """
     turns: dict[str, Turn] = {}
     for step in steps:
         if is_question(step):
             turns[str(step["id"])] = Turn(seen(step), "", Ending.FAILED, str(step["id"]))
-        elif (answer := answer_of(step)) is not None and answer.reply_to in turns:
+        elif (answer := answer_in(step)) is not None and answer.reply_to in turns:
             if answer.ending == NOT_SENT:
                 del turns[answer.reply_to]
                 continue
@@ -198,13 +218,14 @@ def conversation_of(steps: Sequence[Step], seen: Callable[[Step], str] = as_seen
 
 def conversation_before(tree: Branches, question_id: str, seen: Callable[[Step], str] = as_seen) -> Conversation:
     """What the model sees before a question: the branch leading to it (`seen`: a question as the model read it)."""
-    return conversation_of([tree.steps[i] for i in tree.up_to(tree.parents[question_id])], seen)
+    branch = [tree.steps[i] for i in tree.up_to(tree.parents[question_id])]
+    return conversation_of(branch, seen, lambda step: tree.answer(str(step["id"])))
 
 
 def kept_from(tree: Branches, question_id: str) -> int:
     """The oldest turns the previous prompt on the question's branch left out (0 before any): where the next starts."""
     for message_id in reversed(tree.up_to(tree.parents[question_id])):
-        answer = answer_of(tree.steps[message_id])
+        answer = tree.answer(message_id)
         dropped = (answer.stats or {}).get("dropped_turns") if answer is not None else None
         if isinstance(dropped, int):
             return dropped

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.chat.attachments import UNSAFE_IN_NAME, fenced
-from app.chat.branches import Branches, answer_of, is_question
+from app.chat.branches import Branches, is_question
 from app.chat.token_bound import content_bound
 
 # Answer metadata key of the passages the model was given: which document, page and passage, not their text.
@@ -92,7 +92,7 @@ def given_before(tree: Branches, question_id: str) -> dict[str, list[int]]:
     given: dict[str, list[int]] = {}
     for message_id in tree.up_to(tree.parents[question_id]):
         step = tree.steps[message_id]
-        if (answer := answer_of(step)) is not None and (sources := sources_of(step)):
+        if (sources := sources_of(step)) and (answer := tree.answer(message_id)) is not None:
             given[answer.reply_to] = [source.passage for source in sources]
     return given
 
@@ -154,5 +154,5 @@ def same_text(text: str) -> str:
 
 def asked_before(tree: Branches, question_id: str) -> str:
     """What the user typed in the question before this one on its branch ('' if none): a follow-up's context."""
-    earlier = [i for i in tree.up_to(tree.parents[question_id]) if is_question(tree.steps[i])]
-    return str(tree.steps[earlier[-1]].get("output") or "") if earlier else ""
+    earlier = (i for i in reversed(tree.up_to(tree.parents[question_id])) if is_question(tree.steps[i]))
+    return str(tree.steps[latest].get("output") or "") if (latest := next(earlier, None)) is not None else ""
