@@ -9,6 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from app.chat.attachments import attachments_of
 from app.chat.branches import (
     FOLLOWS,
     NOT_SENT,
@@ -236,6 +237,7 @@ class GrowingChat(RuleBasedStateMachine):
         for step_id, step in self.tree.steps.items():
             afresh._children.setdefault(self.tree.parents[step_id], []).append(step_id)
             assert self.tree.answer(step_id) == answer_of(step)
+            assert self.tree.read(step_id, attachments_of) == attachments_of(step)
         assert self.tree.path() == afresh.path()
         for question_id in self.questions:
             branch = [self.tree.steps[i] for i in self.tree.up_to(self.tree.parents[question_id])]

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from app.chat.attachments import as_seen
 from app.chat.conversation import Conversation, Ending, Turn
 from app.storable import NUL, storable
 
 Step = Mapping[str, Any]
+Read = TypeVar("Read")
 # The parent of a chat's first questions.
 ROOT = ""
 
@@ -31,9 +32,11 @@ class Branches:
     parents: dict[str, str] = field(default_factory=dict)
     shown: dict[str, str] = field(default_factory=dict)
     _children: dict[str, list[str]] = field(default_factory=dict, repr=False)
-    # Read once per message rather than at every answer, whose plan walks the whole branch (a copy made with other
-    # steps starts without them).
-    _answers: dict[str, Answer | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # What each message was read for, once rather than at every answer, whose plan walks the whole branch (a copy
+    # made with other steps starts without them), and the branch shown as of the last change.
+    _read: dict[tuple[Callable[[Step], Any], str], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     _path: tuple[int, tuple[str, ...]] = field(default=(-1, ()), init=False, repr=False, compare=False)
     _changes: int = field(default=0, init=False, repr=False, compare=False)
 
@@ -43,13 +46,22 @@ class Branches:
         self.steps[message_id] = as_kept(step)
         self.parents[message_id] = parent
         self._children.setdefault(parent, []).append(message_id)
+        changes, known = self._path
         self._changes += 1
+        if changes == self._changes - 1 and parent == (known[-1] if known else ROOT):
+            # Under the end of the branch shown (a new turn): its only child, the branch goes on with it.
+            self._path = (self._changes, (*known, message_id))
+
+    def read(self, message_id: str, reader: Callable[[Step], Read]) -> Read:
+        """What `reader` finds in a message, read once: a message does not change once added."""
+        key = (reader, message_id)
+        if key not in self._read:
+            self._read[key] = reader(self.steps[message_id])
+        return cast("Read", self._read[key])
 
     def answer(self, message_id: str) -> Answer | None:
         """The turn record a message carries, if it is an answer of ours."""
-        if message_id not in self._answers:
-            self._answers[message_id] = answer_of(self.steps[message_id])
-        return self._answers[message_id]
+        return self.read(message_id, answer_of)
 
     def shown_child(self, parent: str) -> str | None:
         """The version shown after a message (None: it is the end of the branch)."""
@@ -97,8 +109,10 @@ class Branches:
             self.shown.pop(parent, None)
         else:
             self.shown[parent] = message_id
-        self._changes += 1
-        return self.shown.get(parent) != before
+        changed = self.shown.get(parent) != before
+        if changed:
+            self._changes += 1
+        return changed
 
     def newest(self) -> str:
         """The message added last (ROOT in an empty chat): what a stored question that names none follows."""

@@ -91,8 +91,7 @@ def given_before(tree: Branches, question_id: str) -> dict[str, list[int]]:
     """The passages each earlier question on the branch was given, by id in the order its prompt held them."""
     given: dict[str, list[int]] = {}
     for message_id in tree.up_to(tree.parents[question_id]):
-        step = tree.steps[message_id]
-        if (sources := sources_of(step)) and (answer := tree.answer(message_id)) is not None:
+        if (sources := tree.read(message_id, sources_of)) and (answer := tree.answer(message_id)) is not None:
             given[answer.reply_to] = [source.passage for source in sources]
     return given
 

@@ -144,7 +144,7 @@ class Reply:
         wanted = {
             file.document
             for message_id in path
-            for file in attachments_of(branches.steps[message_id])
+            for file in branches.read(message_id, attachments_of)
             if file.document is not None and file.whole
         }
         if not wanted:
