@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +13,7 @@ from app.chat.token_bound import TemplateCost
 from app.config import Settings
 from tests.support.history import started_chat
 from tests.support.servers import ChatApp, VllmServer
-from tests.test_token_bound import texts
+from tests.test_token_bound import learned_by_the_app, texts
 
 pytestmark = pytest.mark.vllm
 
@@ -40,18 +39,8 @@ def vllm_without_system_role(tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="module")
 def learned(vllm_without_system_role: VllmServer) -> TemplateCost:
-    """The template's cost as the app's backend learns it, on prompts whose system text opens the first question."""
-    server = vllm_without_system_role
-
-    async def learn() -> TemplateCost | None:
-        backend = Backend(Settings(vllm_base_url=server.base_url, api_key=server.api_key))
-        try:
-            await backend.prompt_bound([])
-            return backend._template
-        finally:
-            await backend.aclose()
-
-    cost = asyncio.run(learn())
+    """The template's cost as the app learns it, on prompts whose system text opens the first question."""
+    cost = learned_by_the_app(vllm_without_system_role)
     assert cost is not None
     return cost
 

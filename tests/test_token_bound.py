@@ -12,6 +12,7 @@ from app.chat.backend import Backend
 from app.chat.token_bound import TemplateCost, content_bound, learn_template_cost, probe
 from app.config import Settings
 from tests.support.chat_client import ChatClient
+from tests.support.servers import VllmServer
 
 CJK = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
 EMOJI = st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF)
@@ -40,19 +41,24 @@ def test_a_template_that_is_not_linear_per_turn_gets_no_bound():
     assert asyncio.run(learn_template_cost(cost)) is None
 
 
-@pytest.fixture(scope="module")
-def learned(vllm) -> TemplateCost:
-    """The tiny model's template cost, learned through the app's own backend."""
+def learned_by_the_app(server: VllmServer) -> TemplateCost | None:
+    """The served model's template cost, learned through the app's own backend."""
 
     async def learn() -> TemplateCost | None:
-        backend = Backend(Settings(vllm_base_url=vllm.base_url, api_key=vllm.api_key))
+        backend = Backend(Settings(vllm_base_url=server.base_url, api_key=server.api_key))
         try:
             await backend.prompt_bound([])
             return backend._template
         finally:
             await backend.aclose()
 
-    cost = asyncio.run(learn())
+    return asyncio.run(learn())
+
+
+@pytest.fixture(scope="module")
+def learned(vllm) -> TemplateCost:
+    """The tiny model's template cost, as the app learns it."""
+    cost = learned_by_the_app(vllm)
     assert cost is not None, "the tiny model's template is linear per turn: it must get a bound"
     return cost
 
