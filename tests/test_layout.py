@@ -37,6 +37,7 @@ TIERS = {
     "app.metrics": 0,
     "app.terms": 0,  # the words of a text for the full-text indexes (documents and messages)
     "app.storable": 0,  # text as both databases keep it (no NUL), for the chat core and the history alike
+    "app.listening": 0,  # whether the chat UI's address is free, checked by `make chat` and `make run`
     "serving": 8,  # the server side reads the app's settings only
     "tools": 9,
 }
@@ -44,8 +45,9 @@ TIERS = {
 CHAINLIT_IMPORTERS = ("app.main", "app.page", "app.presets.panel", "app.history.store", "app.history.rows")
 # Folders the layout table names as a whole: Alembic's revisions and entry point.
 NAMED_AS_A_FOLDER = ("app/history/migrations/",)
-# What the server side and the tools may take from the app.
-OUTSIDE_THE_APP = {"app.config"}
+# What the server side and the tools may take from the app: its settings, and whether its address is free
+# (`make run` checks it before vLLM loads).
+OUTSIDE_THE_APP = {"app.config", "app.listening"}
 # Benchmarks of the app's own code, which they import to measure it (beside the alternative, or its SQL plan).
 MEASURE_THE_APP = {"tools.bench_retrieval", "tools.bench_search", "tools.explain_search"}
 
