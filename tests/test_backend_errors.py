@@ -119,3 +119,13 @@ async def test_model_is_rediscovered_after_the_server_went_away(fake):
         await stream_text(backend)
     state.window, state.mode = 128, "ok"
     assert (await backend.model()).max_model_len == 128
+
+
+async def test_a_template_without_a_system_role_is_remembered_though_the_server_has_no_detokenize(fake):
+    backend, state = fake
+    state.refuse_system = True
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    async with backend.stream_chat(messages, SAMPLING) as stream:
+        assert "".join([piece async for piece in stream]) == "Hello, world!"
+    assert state.requests[-1]["messages"] == [{"role": "user", "content": "Be brief.\n\nhi"}]
+    assert await backend.count_prompt_tokens(messages) == 1 + 2 + 3  # counted as sent: one message of 3 words

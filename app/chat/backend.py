@@ -329,13 +329,15 @@ class Backend:
 
     async def _learn(self) -> None:
         """Learn the template now (a server that cannot say leaves it unknown: every prompt is then counted)."""
+        system_in_question = False
         try:
-            self._system_in_question = await self._refuses_system_role()
+            system_in_question = self._system_in_question = await self._refuses_system_role()
             self._template = await learn_template_cost(self._probe_cost)
         except (ChatError, KeyError, TypeError, ValueError):  # e.g. a server without /detokenize
             log.info("No token bound for this server's model: every prompt is counted", exc_info=True)
             self._template = None
-        self._template_learned = True
+        # Kept though a failed probe made the backend forget the model meanwhile (a 404 from /detokenize).
+        self._system_in_question, self._template_learned = system_in_question, True
 
     async def _refuses_system_role(self) -> bool:
         """Whether the model's template refuses a system message that it renders without one."""

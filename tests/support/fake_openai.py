@@ -28,6 +28,8 @@ class FakeState:
         self.streams_open = 0
         self.streams_finished = 0
         self.streams_aborted = 0  # the client closed the stream before its end
+        # A model whose template raises for a system message (Gemma's), on a server without /detokenize.
+        self.refuse_system = False
 
 
 def count_tokens(messages: list[dict[str, str]]) -> int:
@@ -78,9 +80,16 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     {"error": {"message": f"fake failure {state.status}", "type": "test", "code": state.status}},
                 )
                 return
+            if state.refuse_system and (body.get("messages") or [{}])[0].get("role") == "system":
+                self._json(400, {"error": {"message": "System role not supported", "type": "BadRequestError"}})
+                return
+            if state.refuse_system and self.path == "/detokenize":
+                self._json(404, {"error": {"message": "no such path"}})
+                return
             if self.path == "/tokenize":  # a chat's messages, or a text alone (one token a word)
                 count = count_tokens(body["messages"]) if "messages" in body else len(body["prompt"].split())
-                self._json(200, {"count": count, "max_model_len": state.window})
+                tokens = {"tokens": list(range(count))} if state.refuse_system else {}  # for a bound's probes
+                self._json(200, {"count": count, "max_model_len": state.window, **tokens})
                 return
             if state.mode == "slow":
                 time.sleep(3)
