@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -15,7 +16,7 @@ from app.history.accounts import hasher, new_user, set_password
 from app.history.database import create_engine, upgrade
 from app.history.identities import Identities, Linked, SignedOn
 from app.history.schema import admin_log, identities, users
-from app.history.team import Change
+from app.history.team import Change, Team
 from app.history.writes import Writer
 from app.identity.claims import Claim, Refusal
 from tests.support.postgres import PostgresServer
@@ -152,6 +153,31 @@ async def test_an_admin_links_an_identity_to_one_user_only_each_change_logged_wi
     assert "root" not in await signing.linked()
     with sign_on_history.connect() as connection:  # a line for each change made, none for those refused
         assert connection.execute(sa.select(sa.func.count()).select_from(admin_log)).scalar() == 3
+
+
+async def test_a_name_another_replica_adds_meanwhile_is_added_once_its_password_kept(sign_on_history: Engine):
+    """Another replica adds zed while this one's add is under way (between its statements): this one is told the
+    name is taken, and zed keeps the other's password."""
+    other_hash = hasher.hash("other-password")
+
+    def the_other_replica_adds_zed(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.lstrip().upper().startswith("SELECT") and not added:
+            added.append(True)
+            with sign_on_history.begin() as other:
+                other.execute(sa.insert(users).values(**new_user("zed"), password_hash=other_hash))
+
+    added: list[bool] = []
+    sa.event.listen(sign_on_history, "before_cursor_execute", the_other_replica_adds_zed)
+    writer = Writer(sign_on_history, 15.0)
+    try:
+        taken = not await Team(writer).add(Change("root", "add user", "zed"), "zed", "mine", admin=True, email=None)
+    finally:
+        sa.event.remove(sign_on_history, "before_cursor_execute", the_other_replica_adds_zed)
+        await writer.close()
+    with sign_on_history.connect() as connection:
+        row = connection.execute(sa.select(users).where(users.c.identifier == "zed")).one()
+        logged = connection.execute(sa.select(sa.func.count()).select_from(admin_log)).scalar()
+    assert added and taken and row.password_hash == other_hash and not row.is_admin and logged == 0
 
 
 def test_the_migration_keeps_proxy_users_and_ends_the_local_users_logins(tmp_path: Path):

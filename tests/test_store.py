@@ -32,6 +32,7 @@ from app.history.store import Actor, ChatStore
 from app.history.transcript import export_json, export_markdown, preferences_of
 from app.history.writes import Journal, Saving
 from app.history.writes.journal import waiting_in
+from app.history.writes.sql import first_time
 from tests.support.stores import TIMEOUT_S, Hooks, step, user_with_chat
 
 
@@ -470,3 +471,23 @@ async def test_a_store_built_without_an_actor_writes_into_no_existing_chat(store
     assert thread is not None and thread["name"] == "theirs"
     assert [s["output"] for s in thread["steps"]] == ["kept"]
     assert "refused to save a message for nobody known" in caplog.text
+
+
+async def test_a_message_id_of_another_chat_moves_none_of_its_words_in_search(store, caplog):
+    init_http_context()  # Chainlit holds writes back in a chat session until its first message
+    alice = await store.create_user(User(identifier="alice"))
+    bob = await store.create_user(User(identifier="bob"))
+    assert alice is not None and bob is not None
+    await store.update_thread("t1", name="hers", user_id=alice.id)
+    await store.create_step(step("u1", "t1", "user_message", "the original words", 1))
+    await store.update_thread("t2", name="his", user_id=bob.id)
+    await store.create_step(step("u1", "t2", "user_message", "overwritten words", 2))  # her message's id
+    assert [found.step_id for found in await store.search(alice.id, "original", 10)] == ["u1"]
+    assert await store.search(bob.id, "overwritten", 10) == []
+    assert "refused to save a message" in caplog.text
+
+
+def test_a_write_noted_as_made_is_made_once(store):
+    with store.engine.begin() as connection:
+        assert first_time(connection, "w1", 1.0)
+        assert not first_time(connection, "w1", 1.0)  # replayed from a journal after its commit landed

@@ -29,6 +29,7 @@ from app.history.schema import (
     elements,
     feedbacks,
     identities,
+    insert_into,
     memories,
     presets,
     project_documents,
@@ -126,6 +127,14 @@ def save_password(connection: Connection, name: str, hashed: str, *, admin: bool
         return False
     connection.execute(sa.insert(users).values(**new_user(name), **changed))
     return True
+
+
+def add_password_user(connection: Connection, name: str, hashed: str, *, admin: bool, email: str | None) -> bool:
+    """Add a new user with this password hash; False if the name is taken, by then on any replica (the database
+    decides: two adding one name at once add it once, and neither changes the other's password)."""
+    row = {**new_user(name, email), "password_hash": hashed, "sessions_from": next_second(), "is_admin": admin}
+    insert = insert_into(users, connection.dialect.name).on_conflict_do_nothing(index_elements=["identifier"])
+    return bool(connection.execute(insert.values(**row)).rowcount)
 
 
 def next_second() -> int:

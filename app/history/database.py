@@ -46,6 +46,12 @@ def describe(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+# An INSERT's row count kept for every driver (SQLAlchemy keeps only UPDATE's and DELETE's by default; psycopg's
+# INSERT then reads -1, true): whether an INSERT ... ON CONFLICT wrote is how a name is found taken, a replayed
+# write found made already, a message found to be another chat's.
+COUNTED_ROWS = {"preserve_rowcount": True}
+
+
 def create_engine(url: str, statement_timeout_s: float | None = None) -> Engine:
     """An engine; SQLite gets WAL (readers never wait for the writer) and waits out other writers; PostgreSQL
     keepalives, and statements cancelled past `statement_timeout_s` (none: no bound, as migrations need)."""
@@ -53,11 +59,11 @@ def create_engine(url: str, statement_timeout_s: float | None = None) -> Engine:
         connect: dict[str, Any] = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, **POSTGRES_KEEPALIVES}
         if statement_timeout_s is not None:
             connect["options"] = f"-c statement_timeout={math.ceil(statement_timeout_s * 1000)}"
-        return sa.create_engine(url, pool_pre_ping=True, connect_args=connect)
+        return sa.create_engine(url, pool_pre_ping=True, connect_args=connect, execution_options=COUNTED_ROWS)
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, execution_options=COUNTED_ROWS)
 
     @event.listens_for(engine, "connect")
     def tune(connection: Any, _record: Any) -> None:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from app.chat.quotas import Limits
-from app.history.accounts import delete_user, hasher, next_second, save_password
+from app.history.accounts import add_password_user, delete_user, hasher, next_second
 from app.history.schema import admin_log, projects, team_settings, threads, usage, user_limits, users
 from app.history.transcript import SHARING_KEYS
 from app.history.writes import Writer
@@ -141,12 +141,7 @@ class Team:
         hashed = await self.writer.run("hash a password", hasher.hash, password)
 
         def work(connection: Connection) -> bool:
-            if connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).first():
-                return False
-            save_password(connection, name, hashed, admin=admin)
-            if email:
-                connection.execute(sa.update(users).where(users.c.identifier == name).values(email=email))
-            return True
+            return add_password_user(connection, name, hashed, admin=admin, email=email or None)
 
         return bool(await self.writer.write("add a user", and_logged(change, work)))
 
