@@ -3,18 +3,20 @@ SQLite and PostgreSQL: by (provider, subject) only, never by name; linked by a v
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-from app.history.accounts import hasher, new_user, set_password
+from app.history.accounts import add_password_user, hasher, new_user, set_password
 from app.history.database import create_engine, upgrade
-from app.history.identities import Identities, Linked, SignedOn
+from app.history.identities import Identities, Linked, SignedOn, resolve
 from app.history.schema import admin_log, identities, users
 from app.history.team import Change, Team
 from app.history.writes import Writer
@@ -155,29 +157,56 @@ async def test_an_admin_links_an_identity_to_one_user_only_each_change_logged_wi
         assert connection.execute(sa.select(sa.func.count()).select_from(admin_log)).scalar() == 3
 
 
-async def test_a_name_another_replica_adds_meanwhile_is_added_once_its_password_kept(sign_on_history: Engine):
-    """Another replica adds zed while this one's add is under way (between its statements): this one is told the
-    name is taken, and zed keeps the other's password."""
-    other_hash = hasher.hash("other-password")
+@contextlib.contextmanager
+def another_replica_first(engine: Engine, its_work: Callable[[Connection], object]) -> Iterator[list[bool]]:
+    """Another replica's transaction commits its work just before this one's first write (after its reads)."""
+    done: list[bool] = []
 
-    def the_other_replica_adds_zed(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if not statement.lstrip().upper().startswith("SELECT") and not added:
-            added.append(True)
-            with sign_on_history.begin() as other:
-                other.execute(sa.insert(users).values(**new_user("zed"), password_hash=other_hash))
+    def before(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.lstrip().upper().startswith("SELECT") and not done:
+            done.append(True)
+            with engine.begin() as other:
+                its_work(other)
 
-    added: list[bool] = []
-    sa.event.listen(sign_on_history, "before_cursor_execute", the_other_replica_adds_zed)
-    writer = Writer(sign_on_history, 15.0)
+    sa.event.listen(engine, "before_cursor_execute", before)
     try:
-        taken = not await Team(writer).add(Change("root", "add user", "zed"), "zed", "mine", admin=True, email=None)
+        yield done
     finally:
-        sa.event.remove(sign_on_history, "before_cursor_execute", the_other_replica_adds_zed)
+        sa.event.remove(engine, "before_cursor_execute", before)
+
+
+async def test_a_name_another_replica_adds_meanwhile_is_added_once_its_password_kept(sign_on_history: Engine):
+    """Another replica adds zed while this one's add is under way: this one is told the name is taken, and zed
+    keeps the other's password."""
+    other_hash = hasher.hash("other-password")
+    writer = Writer(sign_on_history, 15.0)
+    adds_zed = functools.partial(add_password_user, name="zed", hashed=other_hash, admin=False, email=None)
+    try:
+        with another_replica_first(sign_on_history, adds_zed) as added:
+            taken = not await Team(writer).add(Change("root", "add user", "zed"), "zed", "mine", admin=True, email=None)
+    finally:
         await writer.close()
     with sign_on_history.connect() as connection:
         row = connection.execute(sa.select(users).where(users.c.identifier == "zed")).one()
         logged = connection.execute(sa.select(sa.func.count()).select_from(admin_log)).scalar()
     assert added and taken and row.password_hash == other_hash and not row.is_admin and logged == 0
+
+
+async def test_a_first_sign_on_made_on_two_replicas_at_once_is_one_user(sign_on_history: Engine):
+    claim = oidc("u-9", "dana")
+
+    def signs_dana_on(connection: Connection) -> None:
+        resolve(connection, claim=claim, admin=None, open_sign_on=True)
+
+    writer = Writer(sign_on_history, 15.0)
+    try:
+        with another_replica_first(sign_on_history, signs_dana_on) as signed_on_there:
+            outcome = await Identities(writer).resolve(claim, admin=None, open_sign_on=True)
+    finally:
+        await writer.close()
+    with sign_on_history.connect() as connection:
+        named = list(connection.execute(sa.select(users.c.identifier).where(users.c.identifier.like("dana%"))))
+    assert signed_on_there and outcome == SignedOn("dana", "its linked identity") and len(named) == 1
 
 
 def test_the_migration_keeps_proxy_users_and_ends_the_local_users_logins(tmp_path: Path):

@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from app.errors import HistoryRefused
 from app.history.accounts import new_user
 from app.history.schema import identities, users
 from app.history.team import Change, and_logged
@@ -50,7 +51,10 @@ class Identities:
         admin group is let in while sign-on is closed.
         """
         work = functools.partial(resolve, claim=claim, admin=admin, open_sign_on=open_sign_on)
-        outcome: SignedOn | Refusal = await self.writer.write("sign a user on", work)
+        try:
+            outcome: SignedOn | Refusal = await self.writer.write("sign a user on", work)
+        except HistoryRefused:  # another replica signed the same new identity on (or took its name) meanwhile
+            outcome = await self.writer.write("sign a user on", work)
         return outcome
 
     async def linked(self) -> dict[str, list[dict[str, str]]]:
