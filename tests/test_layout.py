@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import functools
+import gc
 import re
 from pathlib import Path
 
@@ -63,6 +65,19 @@ def modules() -> dict[str, Path]:
     return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
 
 
+@functools.cache
+def syntax(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed with the garbage collector held: Python 3.11.7 fails a parse during which an
+    object collected logs a traceback (whose formatting parses too), as an unread failed future does."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text())
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def holder(module: str) -> str:
     """The longest entry of TIERS that names the module or a package holding it."""
     holders = [name for name in TIERS if module == name or (name != "app" and module.startswith(name + "."))]
@@ -78,7 +93,7 @@ def tier(module: str) -> int:
 def imports(path: Path, known: set[str]) -> set[str]:
     """The project modules a module imports (a `from package import module` counts as the module)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(syntax(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name in known}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -107,7 +122,7 @@ def chainlit_imports(path: Path) -> list[int]:
     """The lines where a module imports Chainlit, under TYPE_CHECKING too."""
     return [
         node.lineno
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in ast.walk(syntax(path))
         if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "chainlit" for a in node.names))
         or (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "chainlit")
     ]

@@ -533,5 +533,8 @@ def settle(done: asyncio.Future[Any], outcome: Any) -> None:
         return
     if isinstance(outcome, BaseException):
         done.set_exception(outcome)
+        # Its caller or its callbacks log it: asyncio need not log it again when the future is collected unread
+        # (a caller cancelled at shutdown, before the callback that reads it ran).
+        done.exception()
     else:
         done.set_result(outcome)
