@@ -104,6 +104,7 @@ def build(settings: Settings) -> App:
     """Register the app's data layer, login, routes and middleware with Chainlit (once, before it serves)."""
     seam.own_files_directory()
     seam.no_blocking_sleeps()
+    seam.plain_action_dicts()
     seam.emits_sent_by_the_emitter()
     seam.config_without_profiles()
     backend, answering = Backend(settings), Answering()

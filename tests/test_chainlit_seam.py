@@ -262,6 +262,16 @@ async def test_chainlits_messages_and_steps_are_built_without_stopping_the_event
     assert slept == [0.001, 0.001]
 
 
+def test_an_action_goes_to_the_page_as_chainlits_own_dict_says(monkeypatch):
+    action = cl.Action(name="fork", payload={"id": "m", "nested": {"n": [1, "2"]}}, label="L", tooltip="T", icon="i")
+    action.forId = "message"
+    chainlits = action.to_dict()
+    monkeypatch.setattr(cl.Action, "to_dict", cl.Action.to_dict)  # put back after the test
+    seam.plain_action_dicts()
+    assert action.to_dict() == chainlits and list(action.to_dict()) == list(chainlits)
+    assert set(chainlits) == {"name", "payload", "label", "tooltip", "icon", "forId", "id"}
+
+
 def test_chainlit_offers_an_oauth_provider_once_its_variables_are_set(monkeypatch):
     from chainlit.oauth_providers import get_configured_oauth_providers
 
@@ -304,14 +314,41 @@ async def test_an_emit_to_one_tab_is_socketios_packet_sent_by_the_emitting_task(
         await server.manager.connect("eio-other", "/")
         await server.emit("stream_token", {"id": "m", "token": " t1 t2"}, to=tab)
         await server.emit("task_end", to=tab)
+        await server.emit("element", {"id": "e", "content": [b"\x00\x01"]}, to=tab)  # bytes: an attachment
         await server.emit("everyone", ("a", 1))  # to every tab: socketio's own way
         return sent
 
     plain, seamed = await sent_by(seamed=False), await sent_by(seamed=True)
     assert [(eio, packet) for eio, packet, _ in seamed] == [(eio, packet) for eio, packet, _ in plain]
     assert plain[0][1] == '42["stream_token",{"id":"m","token":" t1 t2"}]'
-    assert [by_emitter for _, _, by_emitter in seamed] == [True, True, False, False]
+    assert [packet for _, packet, _ in plain[2:4]] == [
+        '451-["element",{"id":"e","content":[{"_placeholder":true,"num":0}]}]',
+        b"\x00\x01",
+    ]
+    assert [by_emitter for _, _, by_emitter in seamed] == [True, True, True, True, False, False]
     assert not any(by_emitter for _, _, by_emitter in plain)
+
+
+async def test_an_emit_to_one_tab_walks_its_data_for_bytes_only_when_json_refuses_it(monkeypatch):
+    server, walked = socketio.AsyncServer(async_mode="asgi"), []
+    walk = socketio.packet.Packet.data_is_binary.__func__
+
+    def walked_through(cls, data) -> bool:
+        walked.append(data)
+        return bool(walk(cls, data))
+
+    monkeypatch.setattr(socketio.packet.Packet, "data_is_binary", classmethod(walked_through))
+
+    async def send_packet(eio_sid: str, packet) -> None:
+        pass
+
+    server.eio.send_packet = send_packet
+    seam.emits_sent_by_the_emitter(server)
+    tab = await server.manager.connect("eio-tab", "/")
+    await server.emit("new_message", {"id": "m", "output": "text", "metadata": {"turn": {"stats": [1, 2]}}}, to=tab)
+    assert walked == []
+    await server.emit("element", {"id": "e", "content": b"\x00"}, to=tab)
+    assert walked[0] == ["element", {"id": "e", "content": b"\x00"}]
 
 
 def test_the_app_is_served_as_chainlits_command_line_would_on_uvloop_with_asyncios_c_tasks(tmp_path):
