@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+
 import pytest
 
-from app.chat.backend import Backend, Sampling
+from app.chat.backend import Backend, ChatStream, Sampling
 from app.config import Settings
 from app.errors import ChatError, Problem
 from app.i18n import error_text
@@ -129,3 +132,84 @@ async def test_a_template_without_a_system_role_is_remembered_though_the_server_
         assert "".join([piece async for piece in stream]) == "Hello, world!"
     assert state.requests[-1]["messages"] == [{"role": "user", "content": "Be brief.\n\nhi"}]
     assert await backend.count_prompt_tokens(messages) == 1 + 2 + 3  # counted as sent: one message of 3 words
+
+
+async def test_a_detokenize_answering_no_object_leaves_every_prompt_counted_and_answers_streaming(fake):
+    backend, state = fake
+    state.refuse_system, state.odd_answers = True, {"/detokenize": ["not", "an", "object"]}
+    messages = [{"role": "user", "content": "hi"}]
+    async with backend.stream_chat(messages, SAMPLING) as stream:
+        assert "".join([piece async for piece in stream]) == "Hello, world!"
+    assert await backend.prompt_bound(messages) is None
+    assert await backend.count_prompt_tokens(messages) == 1 + 2 + 1
+
+
+@pytest.mark.parametrize("odd", [[1, 2], "fine", {}, {"count": "many"}, b"<html>Bad gateway</html>"])
+async def test_a_tokenize_answering_what_the_app_cannot_read_fails_a_count_by_its_cause(fake, odd):
+    backend, state = fake
+    state.odd_answers = {"/tokenize": odd}
+    messages = [{"role": "user", "content": "hi"}]
+    async with backend.stream_chat(messages, SAMPLING) as stream:  # the template left unknown: answers go on
+        assert "".join([piece async for piece in stream]) == "Hello, world!"
+    with pytest.raises(ChatError) as caught:
+        await backend.count_prompt_tokens(messages)
+    assert caught.value.problem is Problem.SERVER_ERROR
+    assert "/tokenize" in error_text("en", caught.value)
+    with pytest.raises(ChatError):
+        await backend.count_text_tokens(["some words"])
+
+
+@pytest.mark.parametrize("odd", [b"<html>Welcome to nginx!</html>", [1], {"data": "x"}, {}])
+async def test_another_web_server_at_the_address_is_a_server_error_not_a_crash(fake, odd):
+    backend, state = fake
+    state.odd_answers = {"/v1/models": odd}
+    with pytest.raises(ChatError) as caught:
+        await stream_text(backend)
+    assert caught.value.problem is Problem.SERVER_ERROR
+    assert "/models" in error_text("en", caught.value)
+    assert await backend.serving() is False
+    state.odd_answers = {}
+    assert await backend.serving() is True and await stream_text(backend) == "Hello, world!"
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        [1, 2],
+        "text",
+        {"choices": "many"},
+        {"choices": [3]},
+        {"choices": [{"delta": "hi"}]},
+        {"choices": [{"delta": {"content": 5}}]},
+    ],
+)
+async def test_an_event_the_app_cannot_read_fails_the_answer_by_its_cause_after_its_text(fake, odd):
+    backend, state = fake
+    state.odd_event = odd
+    said: list[str] = []
+    with pytest.raises(ChatError) as caught:
+        async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
+            async for piece in stream:
+                said.append(piece)
+    assert caught.value.problem is Problem.SERVER_ERROR and "chat/completions" in error_text("en", caught.value)
+    assert said == ["Hello"]
+
+
+async def test_usage_counts_that_are_no_numbers_are_left_uncounted():
+    async def chunks() -> AsyncIterator[bytes]:
+        usage = {"prompt_tokens": "3", "completion_tokens": None, "prompt_tokens_details": {"cached_tokens": "2"}}
+        yield b"data: " + json.dumps({"choices": [{"delta": {"content": "a"}, "finish_reason": "stop"}]}).encode()
+        yield b"\n\ndata: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+
+    stream = ChatStream(chunks(), "http://server")
+    assert "".join([piece async for piece in stream]) == "a"
+    assert (stream.prompt_tokens, stream.completion_tokens, stream.cached_tokens) == (None, None, None)
+
+
+async def test_usage_of_another_shape_is_left_out():
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"data: " + json.dumps({"choices": [{"delta": {"content": "a"}, "finish_reason": "stop"}]}).encode()
+        yield b"\n\ndata: " + json.dumps({"choices": [], "usage": "all"}).encode() + b"\n\n"
+
+    stream = ChatStream(chunks(), "http://server")
+    assert "".join([piece async for piece in stream]) == "a" and stream.completion_tokens is None

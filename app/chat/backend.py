@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Sequence
@@ -100,6 +101,11 @@ class Sampling:
     max_tokens: int
     repetition_penalty: float = 1.0
     seed: int | None = None
+
+
+def unreadable(server: str, path: str) -> ChatError:
+    """An answer that is not what the path answers: a proxy's page, another web server at the model server's address."""
+    return ChatError(Problem.SERVER_ERROR, server=server, status=f"an answer from {path} the app cannot read")
 
 
 def to_chat_error(exc: BaseException, server: str) -> ChatError:
@@ -213,24 +219,33 @@ class ChatStream:
             if data == b"[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
                 continue
             chunk = json.loads(data)
-            if chunk.get("error"):  # vLLM reports failures during generation as an event
-                error = chunk["error"]
-                reason = error.get("message") if isinstance(error, dict) else str(error)
-                self._failure = ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+            try:
+                if chunk.get("error"):  # vLLM reports failures during generation as an event
+                    error = chunk["error"]
+                    reason = error.get("message") if isinstance(error, dict) else str(error)
+                    self._failure = ChatError(Problem.SERVER_ERROR, server=self._server, status=reason)
+                    break
+                if chunk.get("usage"):
+                    usage, timings = chunk["usage"], chunk.get("timings")
+                for choice in chunk.get("choices") or ():
+                    if choice.get("finish_reason"):
+                        self.finish_reason = choice["finish_reason"]
+                    if text := (choice.get("delta") or {}).get("content"):
+                        texts.append(text)
+            except (AttributeError, TypeError):  # JSON of another shape than a completion's events
+                self._failure = unreadable(self._server, "/chat/completions")
                 break
-            if chunk.get("usage"):
-                usage, timings = chunk["usage"], chunk.get("timings")
-            for choice in chunk.get("choices") or ():
-                if choice.get("finish_reason"):
-                    self.finish_reason = choice["finish_reason"]
-                if text := (choice.get("delta") or {}).get("content"):
-                    texts.append(text)
-        if usage is not None:
-            self.prompt_tokens = usage.get("prompt_tokens")
-            self.completion_tokens = usage.get("completion_tokens")
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            self.prompt_tokens = prompt if isinstance(prompt, int) else None
+            self.completion_tokens = completion if isinstance(completion, int) else None
             if (cached := cached_tokens(usage, timings)) is not None:
                 self.cached_tokens = cached
-        return "".join(texts)
+        try:
+            return "".join(texts)
+        except TypeError:  # a content that is no text: what came before it is shown, then the failure
+            self._failure = unreadable(self._server, "/chat/completions")
+            return "".join(itertools.takewhile(lambda text: isinstance(text, str), texts))
 
 
 class Backend:
@@ -263,11 +278,7 @@ class Backend:
     async def model(self) -> ModelInfo:
         """The served model (configured name or the first one listed), cached once found."""
         if self._model is None:
-            try:
-                page = await self._lookups.models.list()
-            except openai.OpenAIError as exc:
-                raise to_chat_error(exc, self.server) from exc
-            served = {card.id: card for card in page.data}
+            served = await self._served(self._lookups)
             wanted = self._settings.model_name or next(iter(served), "")
             card = served.get(wanted)
             if card is None:
@@ -285,10 +296,20 @@ class Backend:
     async def serving(self) -> bool:
         """Whether vLLM answers now (a request of its own, not the cached model)."""
         try:
-            await self._client.with_options(timeout=self._settings.connect_timeout).models.list()
-        except openai.OpenAIError:
+            await self._served(self._client.with_options(timeout=self._settings.connect_timeout))
+        except ChatError:
             return False
         return True
+
+    async def _served(self, client: openai.AsyncOpenAI) -> dict[str, Any]:
+        """The models the server lists, by id; ChatError when it cannot be asked or its answer is no list of them."""
+        try:
+            page = await client.models.list()
+            return {card.id: card for card in page.data if isinstance(card.id, str)}
+        except openai.OpenAIError as exc:
+            raise to_chat_error(exc, self.server) from exc
+        except (AttributeError, TypeError) as exc:  # the SDK's reading of a page that is no list of models
+            raise unreadable(self.server, "/models") from exc
 
     async def servers(self) -> ServerCount | None:
         """How many vLLM servers answer behind the router (None: the server is vLLM itself, or it is down)."""
@@ -310,8 +331,11 @@ class Backend:
         async def one(text: str) -> int:
             async with at_once:
                 if (await self.model()).engine == VLLM:
-                    return int((await self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))["count"])
-                return len((await self._post("/tokenize", {"content": text, "add_special": False}))["tokens"])
+                    counted = await self._post("/tokenize", {"prompt": text, "add_special_tokens": False}, count=int)
+                    return int(counted["count"])
+                return len(
+                    (await self._post("/tokenize", {"content": text, "add_special": False}, tokens=list))["tokens"]
+                )
 
         return list(await asyncio.gather(*(one(text) for text in texts)))
 
@@ -370,21 +394,24 @@ class Backend:
     async def _render(self, messages: list[Message]) -> dict[str, Any]:
         """The tokens of these very messages as the server renders them with the model's template."""
         if (await self.model()).engine == VLLM:
-            return await self._post("/tokenize", {"messages": messages, "add_generation_prompt": True})
+            return await self._post("/tokenize", {"messages": messages, "add_generation_prompt": True}, count=int)
         # llama-server renders the template and tokenizes in two steps, as it does for a chat completion.
-        prompt = (await self._post("/apply-template", {"messages": messages}))["prompt"]
-        tokens = (await self._post("/tokenize", {"content": prompt, "add_special": True}))["tokens"]
+        prompt = (await self._post("/apply-template", {"messages": messages}, prompt=str))["prompt"]
+        tokens = (await self._post("/tokenize", {"content": prompt, "add_special": True}, tokens=list))["tokens"]
         return {"count": len(tokens), "tokens": tokens}
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """A request to one of vLLM's own endpoints for the served model."""
+    async def _post(self, path: str, body: dict[str, Any], **expected: type) -> dict[str, Any]:
+        """A request to one of the server's own endpoints for the served model: a JSON object with the `expected`
+        fields of their types, else SERVER_ERROR (a proxy's page, another server's answer)."""
         model = await self.model()
         try:
-            result: dict[str, Any] = await self._lookups.post(
+            result: object = await self._lookups.post(
                 f"{self.server}{path}", body={"model": model.name, **body}, cast_to=dict[str, Any]
             )
         except openai.OpenAIError as exc:
             raise self._failed(exc) from exc
+        if not isinstance(result, dict) or not all(isinstance(result.get(k), t) for k, t in expected.items()):
+            raise unreadable(self.server, path)
         return result
 
     @asynccontextmanager

@@ -30,6 +30,10 @@ class FakeState:
         self.streams_aborted = 0  # the client closed the stream before its end
         # A model whose template raises for a system message (Gemma's), on a server without /detokenize.
         self.refuse_system = False
+        # What a path answers with 200 instead of its own answer (bytes: as a web page, else as JSON).
+        self.odd_answers: dict[str, object] = {}
+        # The JSON of an event an answer's stream sends after its first (None: none).
+        self.odd_event: object | None = None
 
 
 def count_tokens(messages: list[dict[str, str]]) -> int:
@@ -57,8 +61,20 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _odd(self, body: object) -> None:
+            if not isinstance(body, bytes):
+                self._json(200, body)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self) -> None:
-            if self.path == "/v1/models":
+            if self.path in state.odd_answers:
+                self._odd(state.odd_answers[self.path])
+            elif self.path == "/v1/models":
                 self._json(
                     200,
                     {
@@ -79,6 +95,9 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     state.status,
                     {"error": {"message": f"fake failure {state.status}", "type": "test", "code": state.status}},
                 )
+                return
+            if self.path in state.odd_answers:
+                self._odd(state.odd_answers[self.path])
                 return
             if state.refuse_system and (body.get("messages") or [{}])[0].get("role") == "system":
                 self._json(400, {"error": {"message": "System role not supported", "type": "BadRequestError"}})
@@ -112,6 +131,8 @@ def make_handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             for index, piece in enumerate(reply):
                 if state.mode == "paced" and index:
                     time.sleep(1 / state.tokens_per_second)
+                if state.odd_event is not None and index == 1:
+                    self._chunk(f"data: {json.dumps(state.odd_event)}\n\n".encode())
                 if state.mode == "drop" and index == 2:
                     self.connection.shutdown(2)
                     return
