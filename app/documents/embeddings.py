@@ -44,6 +44,11 @@ class Embedder:
         except openai.OpenAIError as error:
             logger.warning("Embeddings: %s did not answer (%s); the keyword search goes on alone", self.server, error)
             return None
+        except (AttributeError, TypeError, ValueError) as error:  # the SDK's reading of an answer of another kind
+            logger.warning(
+                "Embeddings: %s answered no embeddings (%r); the keyword search goes on alone", self.server, error
+            )
+            return None
 
     async def aclose(self) -> None:
         await self._client.close()
