@@ -14,9 +14,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from app import metrics
 from app.history.accounts import add_password_user, hasher, new_user, set_password
 from app.history.database import create_engine, upgrade
-from app.history.identities import Identities, Linked, SignedOn, resolve
+from app.history.identities import Identities, Linked, SignedOn, link, resolve
 from app.history.schema import admin_log, identities, users
 from app.history.team import Change, Team
 from app.history.writes import Writer
@@ -158,12 +159,16 @@ async def test_an_admin_links_an_identity_to_one_user_only_each_change_logged_wi
 
 
 @contextlib.contextmanager
-def another_replica_first(engine: Engine, its_work: Callable[[Connection], object]) -> Iterator[list[bool]]:
-    """Another replica's transaction commits its work just before this one's first write (after its reads)."""
+def another_replica_first(
+    engine: Engine, its_work: Callable[[Connection], object], before_a: str = ""
+) -> Iterator[list[bool]]:
+    """Another replica's transaction commits its work just before this one's first write (after its reads), or its
+    first statement of the kind `before_a` names (e.g. INSERT)."""
     done: list[bool] = []
 
     def before(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if not statement.lstrip().upper().startswith("SELECT") and not done:
+        verb = statement.lstrip().upper()
+        if not verb.startswith("SELECT") and verb.startswith(before_a) and not done:
             done.append(True)
             with engine.begin() as other:
                 its_work(other)
@@ -192,21 +197,79 @@ async def test_a_name_another_replica_adds_meanwhile_is_added_once_its_password_
     assert added and taken and row.password_hash == other_hash and not row.is_admin and logged == 0
 
 
-async def test_a_first_sign_on_made_on_two_replicas_at_once_is_one_user(sign_on_history: Engine):
-    claim = oidc("u-9", "dana")
+@pytest.mark.parametrize(
+    ("there", "here", "expected", "users_after"),
+    [
+        (oidc("u-9", "dana"), oidc("u-9", "dana"), SignedOn("dana", "its linked identity"), 5),  # the same sign-on
+        (oidc("u-8", "dana"), oidc("u-9", "dana"), SignedOn("dana-2", "a new user"), 6),  # another's, of the name
+        (  # another's, of the same verified e-mail: the user it made is the e-mail's owner
+            oidc("u-8", "dana", "dana@example.org", verified=True),
+            oidc("u-9", "dee", "dana@example.org", verified=True),
+            SignedOn("dana", "the owner of its verified e-mail, linked now"),
+            5,
+        ),
+        (  # the same sign-on, linked to alice by her e-mail there
+            oidc("u-9", "a", "alice@example.com", verified=True),
+            oidc("u-9", "a", "alice@example.com", verified=True),
+            SignedOn("alice", "its linked identity"),
+            4,
+        ),
+    ],
+)
+async def test_a_first_sign_on_made_on_two_replicas_at_once_is_one_user_and_no_failure(
+    sign_on_history: Engine,
+    there: Claim,
+    here: Claim,
+    expected: SignedOn,
+    users_after: int,
+    caplog: pytest.LogCaptureFixture,
+):
+    """Another replica commits a first sign-on just before this one's first write: this one finds what it did."""
 
-    def signs_dana_on(connection: Connection) -> None:
-        resolve(connection, claim=claim, admin=None, open_sign_on=True)
+    def signs_on_there(connection: Connection) -> None:
+        resolve(connection, claim=there, admin=None, open_sign_on=True)
 
-    writer = Writer(sign_on_history, 15.0)
+    writer, failures = Writer(sign_on_history, 15.0), metrics.HISTORY_WRITE_FAILURES._value.get()
     try:
-        with another_replica_first(sign_on_history, signs_dana_on) as signed_on_there:
-            outcome = await Identities(writer).resolve(claim, admin=None, open_sign_on=True)
+        with another_replica_first(sign_on_history, signs_on_there) as signed_on_there:
+            outcome = await Identities(writer).resolve(here, admin=None, open_sign_on=True)
     finally:
         await writer.close()
     with sign_on_history.connect() as connection:
-        named = list(connection.execute(sa.select(users.c.identifier).where(users.c.identifier.like("dana%"))))
-    assert signed_on_there and outcome == SignedOn("dana", "its linked identity") and len(named) == 1
+        users_now = connection.execute(sa.select(sa.func.count()).select_from(users)).scalar()
+        holder = connection.execute(
+            sa.select(users.c.identifier)
+            .join(identities, identities.c.user_id == users.c.id)
+            .where(identities.c.provider == "generic", identities.c.subject == "u-9")
+        ).scalar()
+    assert signed_on_there and outcome == expected and holder == expected.user and users_now == users_after
+    assert [record.getMessage() for record in caplog.records if record.levelname == "ERROR"] == []
+    assert metrics.HISTORY_WRITE_FAILURES._value.get() == failures
+
+
+async def test_a_sign_on_linked_meanwhile_on_another_replica_is_said_to_be_taken_and_by_whom(sign_on_history: Engine):
+    def links_it_to_pat(connection: Connection) -> None:
+        link(connection, name="pat", key=("generic", "u-7"))
+
+    writer = Writer(sign_on_history, 15.0)
+    try:
+        with another_replica_first(sign_on_history, links_it_to_pat) as linked_there:
+            outcome = await Identities(writer).link(Change("root", "link sign-on", "alice"), "alice", "generic", "u-7")
+    finally:
+        await writer.close()
+    with sign_on_history.connect() as connection:
+        logged = connection.execute(sa.select(sa.func.count()).select_from(admin_log)).scalar()
+    assert linked_there and outcome == (Linked.TAKEN, "pat") and logged == 0
+
+
+@pytest.mark.parametrize("sign_on_history", ["postgresql"], indirect=True)  # SQLite writes one at a time
+def test_a_password_set_while_another_replica_adds_the_name_is_the_users_password(sign_on_history: Engine):
+    adds_zed = functools.partial(add_password_user, name="zed", hashed=hasher.hash("other"), admin=False, email=None)
+    with another_replica_first(sign_on_history, adds_zed, before_a="INSERT") as added_there:
+        added_here = set_password(sign_on_history, "zed", "mine")
+    with sign_on_history.connect() as connection:
+        hashed = connection.execute(sa.select(users.c.password_hash).where(users.c.identifier == "zed")).scalar_one()
+    assert added_there and not added_here and hasher.verify(hashed, "mine")
 
 
 def test_the_migration_keeps_proxy_users_and_ends_the_local_users_logins(tmp_path: Path):

@@ -9,6 +9,7 @@ import os
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
@@ -122,18 +123,26 @@ def save_password(connection: Connection, name: str, hashed: str, *, admin: bool
     changed: dict[str, object] = {"password_hash": hashed, "sessions_from": next_second()}
     if admin:
         changed["is_admin"] = True
-    found = connection.execute(sa.update(users).where(users.c.identifier == name).values(**changed))
-    if found.rowcount:
+    update = sa.update(users).where(users.c.identifier == name).values(**changed)
+    if connection.execute(update).rowcount:
         return False
-    connection.execute(sa.insert(users).values(**new_user(name), **changed))
-    return True
+    if inserted(connection, {**new_user(name), **changed}, "identifier"):
+        return True
+    connection.execute(update)  # added meanwhile on another replica: this password is the newer one
+    return False
 
 
 def add_password_user(connection: Connection, name: str, hashed: str, *, admin: bool, email: str | None) -> bool:
     """Add a new user with this password hash; False if the name is taken, by then on any replica (the database
     decides: two adding one name at once add it once, and neither changes the other's password)."""
     row = {**new_user(name, email), "password_hash": hashed, "sessions_from": next_second(), "is_admin": admin}
-    insert = insert_into(users, connection.dialect.name).on_conflict_do_nothing(index_elements=["identifier"])
+    return inserted(connection, row, "identifier")
+
+
+def inserted(connection: Connection, row: Mapping[str, object], *keys: str) -> bool:
+    """Insert the users row unless a user has the same `keys` (none named: any of its unique keys), by then on any
+    replica: the database decides; whether it did."""
+    insert = insert_into(users, connection.dialect.name).on_conflict_do_nothing(index_elements=list(keys) or None)
     return bool(connection.execute(insert.values(**row)).rowcount)
 
 

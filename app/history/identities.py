@@ -14,11 +14,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from app.errors import HistoryRefused
-from app.history.accounts import new_user
-from app.history.schema import identities, users
+from app.history.accounts import inserted, new_user
+from app.history.schema import identities, insert_into, users
 from app.history.team import Change, and_logged
 from app.history.writes import Writer
 from app.identity.claims import LONGEST, Claim, Refusal, reserved
+
+# Looks at a claim within one sign-on's transaction: another replica may sign it on, or take its name, since the
+# first, once (the next finds what it did); more is a fault, refused.
+RESOLVE_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,7 @@ class Identities:
         admin group is let in while sign-on is closed.
         """
         work = functools.partial(resolve, claim=claim, admin=admin, open_sign_on=open_sign_on)
-        try:
-            outcome: SignedOn | Refusal = await self.writer.write("sign a user on", work)
-        except HistoryRefused:  # another replica signed the same new identity on (or took its name) meanwhile
-            outcome = await self.writer.write("sign a user on", work)
+        outcome: SignedOn | Refusal = await self.writer.write("sign a user on", work)
         return outcome
 
     async def linked(self) -> dict[str, list[dict[str, str]]]:
@@ -91,6 +92,17 @@ class Identities:
 
 def resolve(connection: Connection, *, claim: Claim, admin: bool | None, open_sign_on: bool) -> SignedOn | Refusal:
     """Resolve a claim to a user in this transaction (see Identities.resolve)."""
+    for _ in range(RESOLVE_TRIES):
+        outcome = resolve_once(connection, claim, admin, open_sign_on)
+        if outcome is not None:
+            return outcome
+    raise HistoryRefused("sign a user on")
+
+
+def resolve_once(
+    connection: Connection, claim: Claim, admin: bool | None, open_sign_on: bool
+) -> SignedOn | Refusal | None:
+    """Resolve a claim to a user; None when another replica signed it on, or took its name, since it looked."""
     now = time.time()
     key = (identities.c.provider == claim.provider) & (identities.c.subject == claim.subject)
     found = connection.execute(
@@ -107,13 +119,17 @@ def resolve(connection: Connection, *, claim: Claim, admin: bool | None, open_si
                 f"this sign-on to {owner.identifier} on the admin page (Link sign-on: {claim.provider}, "
                 f"{claim.subject}), or let sign-on link to that account by e-mail"
             )
-        add_identity(connection, (claim.provider, claim.subject), owner.id, now)
+        if not add_identity(connection, (claim.provider, claim.subject), owner.id, now):
+            return None
         return signed_in(connection, owner.id, owner.identifier, admin, "the owner of its verified e-mail, linked now")
     if not (open_sign_on or admin):
         return Refusal("not a user here, and sign-on is closed (an admin may open it, or link this sign-on)")
     user = new_user(free_name(connection, claim.name), claim.email if claim.email_verified else None)
-    connection.execute(sa.insert(users).values(**user))
-    add_identity(connection, (claim.provider, claim.subject), str(user["id"]), now)
+    if not inserted(connection, user):  # its name or e-mail taken meanwhile: the next look finds whose
+        return None
+    if not add_identity(connection, (claim.provider, claim.subject), str(user["id"]), now):
+        connection.execute(sa.delete(users).where(users.c.id == user["id"]))  # nobody saw it: this transaction's
+        return None
     return signed_in(connection, str(user["id"]), str(user["identifier"]), admin, "a new user")
 
 
@@ -125,8 +141,9 @@ def email_owner(connection: Connection, claim: Claim) -> Row[Any, Any, Any, Any]
     return connection.execute(query.where(users.c.email == claim.email)).first()
 
 
-def add_identity(connection: Connection, key: tuple[str, str], user_id: str, used_at: float | None) -> None:
-    """Link the identity (provider, subject) to the user (used_at: signed on with it now; None: not yet)."""
+def add_identity(connection: Connection, key: tuple[str, str], user_id: str, used_at: float | None) -> bool:
+    """Link the identity (provider, subject) to the user (used_at: signed on with it now; None: not yet); False when
+    it is linked already, by then on any replica."""
     row = {
         "provider": key[0],
         "subject": key[1],
@@ -134,7 +151,10 @@ def add_identity(connection: Connection, key: tuple[str, str], user_id: str, use
         "created_at": time.time(),
         "last_used_at": used_at,
     }
-    connection.execute(sa.insert(identities).values(**row))
+    insert = insert_into(identities, connection.dialect.name).on_conflict_do_nothing(
+        index_elements=["provider", "subject"]
+    )
+    return bool(connection.execute(insert.values(**row)).rowcount)
 
 
 def signed_in(connection: Connection, user_id: str, name: str, admin: bool | None, how: str) -> SignedOn:
@@ -170,5 +190,6 @@ def link(connection: Connection, *, name: str, key: tuple[str, str]) -> tuple[Li
     ).first()
     if holder is not None:
         return (Linked.DONE, name) if holder.id == user_id else (Linked.TAKEN, str(holder.identifier))
-    add_identity(connection, key, user_id, None)
+    if not add_identity(connection, key, user_id, None):  # linked meanwhile on another replica: to whom, read now
+        return link(connection, name=name, key=key)
     return Linked.DONE, name
