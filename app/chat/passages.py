@@ -153,5 +153,7 @@ def same_text(text: str) -> str:
 
 def asked_before(tree: Branches, question_id: str) -> str:
     """What the user typed in the question before this one on its branch ('' if none): a follow-up's context."""
-    earlier = (i for i in reversed(tree.up_to(tree.parents[question_id])) if is_question(tree.steps[i]))
-    return str(tree.steps[latest].get("output") or "") if (latest := next(earlier, None)) is not None else ""
+    for message_id in reversed(tree.up_to(tree.parents[question_id])):
+        if is_question(tree.steps[message_id]):
+            return str(tree.steps[message_id].get("output") or "")
+    return ""
