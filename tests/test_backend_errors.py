@@ -89,14 +89,20 @@ async def test_rejection_carries_the_servers_reason(fake):
 async def test_failure_mid_stream_keeps_what_arrived(fake, mode, problem, details):
     backend, state = fake
     state.mode = mode
+    received, failure = await streamed_until_it_fails(backend)
+    assert failure.problem is problem
+    assert details.items() <= failure.details.items()
+    assert "".join(received) == "Hello, "  # in as many pieces as the network delivered
+
+
+async def streamed_until_it_fails(backend: Backend) -> tuple[list[str], ChatError]:
+    """The pieces of an answer that fails, and its failure."""
     received: list[str] = []
     with pytest.raises(ChatError) as caught:
         async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
             async for piece in stream:
                 received.append(piece)
-    assert caught.value.problem is problem
-    assert details.items() <= caught.value.details.items()
-    assert "".join(received) == "Hello, "  # in as many pieces as the network delivered
+    return received, caught.value
 
 
 async def test_timeout(fake):
@@ -186,12 +192,8 @@ async def test_another_web_server_at_the_address_is_a_server_error_not_a_crash(f
 async def test_an_event_the_app_cannot_read_fails_the_answer_by_its_cause_after_its_text(fake, odd):
     backend, state = fake
     state.odd_event = odd
-    said: list[str] = []
-    with pytest.raises(ChatError) as caught:
-        async with backend.stream_chat([{"role": "user", "content": "hi"}], SAMPLING) as stream:
-            async for piece in stream:
-                said.append(piece)
-    assert caught.value.problem is Problem.SERVER_ERROR and "chat/completions" in error_text("en", caught.value)
+    said, failure = await streamed_until_it_fails(backend)
+    assert failure.problem is Problem.SERVER_ERROR and "chat/completions" in error_text("en", failure)
     assert said == ["Hello"]
 
 
