@@ -160,18 +160,19 @@ async def test_an_admin_links_an_identity_to_one_user_only_each_change_logged_wi
 
 @contextlib.contextmanager
 def another_replica_first(
-    engine: Engine, its_work: Callable[[Connection], object], before_a: str = ""
-) -> Iterator[list[bool]]:
+    engine: Engine, its_work: Callable[[Connection], object], before_a: str = "", times: int = 1
+) -> Iterator[list[bool | None]]:
     """Another replica's transaction commits its work just before this one's first write (after its reads), or its
-    first statement of the kind `before_a` names (e.g. INSERT)."""
-    done: list[bool] = []
+    first statement of the kind `before_a` names (e.g. INSERT); before as many of them as `times` says."""
+    done: list[bool | None] = []
 
     def before(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
         verb = statement.lstrip().upper()
-        if not verb.startswith("SELECT") and verb.startswith(before_a) and not done:
-            done.append(True)
+        if not verb.startswith("SELECT") and verb.startswith(before_a) and len(done) < times and done[-1:] != [None]:
+            done.append(None)  # the other replica's own statements pass
             with engine.begin() as other:
                 its_work(other)
+            done[-1] = True
 
     sa.event.listen(engine, "before_cursor_execute", before)
     try:
@@ -245,6 +246,27 @@ async def test_a_first_sign_on_made_on_two_replicas_at_once_is_one_user_and_no_f
     assert signed_on_there and outcome == expected and holder == expected.user and users_now == users_after
     assert [record.getMessage() for record in caplog.records if record.levelname == "ERROR"] == []
     assert metrics.HISTORY_WRITE_FAILURES._value.get() == failures
+
+
+@pytest.mark.parametrize("sign_on_history", ["postgresql"], indirect=True)  # SQLite writes one at a time
+async def test_a_sign_on_whose_name_other_replicas_keep_taking_is_refused_after_three_looks(sign_on_history: Engine):
+    taken: list[str] = []
+
+    def signs_dana_on_there(connection: Connection) -> None:
+        outcome = resolve(connection, claim=oidc(f"u-{len(taken)}0", "dana"), admin=None, open_sign_on=True)
+        assert isinstance(outcome, SignedOn)
+        taken.append(outcome.user)
+
+    writer = Writer(sign_on_history, 15.0)
+    try:
+        with another_replica_first(sign_on_history, signs_dana_on_there, before_a="INSERT", times=4):
+            outcome = await Identities(writer).resolve(oidc("u-9", "dana"), admin=None, open_sign_on=True)
+    finally:
+        await writer.close()
+    with sign_on_history.connect() as connection:
+        linked = connection.execute(sa.select(identities.c.user_id).where(identities.c.subject == "u-9")).first()
+    assert isinstance(outcome, Refusal) and "another replica" in outcome.reason
+    assert taken == ["dana", "dana-2", "dana-3"] and linked is None
 
 
 async def test_a_sign_on_linked_meanwhile_on_another_replica_is_said_to_be_taken_and_by_whom(sign_on_history: Engine):

@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -20,9 +21,10 @@ from app.history.team import Change, and_logged
 from app.history.writes import Writer
 from app.identity.claims import LONGEST, Claim, Refusal, reserved
 
-# Looks at a claim within one sign-on's transaction: another replica may sign it on, or take its name, since the
-# first, once (the next finds what it did); more is a fault, refused.
-RESOLVE_TRIES = 3
+# Looks within one transaction at what it changes: another replica may change it since the first look, once (the
+# next look finds what it did); more means replicas keep changing it, and this change is refused.
+LOOKS = 3
+Outcome = TypeVar("Outcome")
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,18 @@ class Identities:
 
 def resolve(connection: Connection, *, claim: Claim, admin: bool | None, open_sign_on: bool) -> SignedOn | Refusal:
     """Resolve a claim to a user in this transaction (see Identities.resolve)."""
-    for _ in range(RESOLVE_TRIES):
-        outcome = resolve_once(connection, claim, admin, open_sign_on)
-        if outcome is not None:
-            return outcome
-    raise HistoryRefused("sign a user on")
+    outcome = settled(lambda: resolve_once(connection, claim, admin, open_sign_on))
+    if outcome is None:
+        return Refusal(f"its user was changed on another replica at each of {LOOKS} looks: signing on again will do")
+    return outcome
+
+
+def settled(look: Callable[[], Outcome]) -> Outcome:
+    """The first look's outcome that is not None (None: another replica changed what it read); None after LOOKS."""
+    for _ in range(LOOKS):
+        if (outcome := look()) is not None:
+            break
+    return outcome
 
 
 def resolve_once(
@@ -179,6 +188,14 @@ def free_name(connection: Connection, wanted: str) -> str:
 
 def link(connection: Connection, *, name: str, key: tuple[str, str]) -> tuple[Linked, str]:
     """Link the identity `key` to the user `name` in this transaction (see Identities.link)."""
+    outcome = settled(lambda: link_once(connection, name, key))
+    if outcome is None:
+        raise HistoryRefused("link a sign-on")
+    return outcome
+
+
+def link_once(connection: Connection, name: str, key: tuple[str, str]) -> tuple[Linked, str] | None:
+    """Link the identity to the user; None when another replica linked it since it looked."""
     user_id = connection.execute(sa.select(users.c.id).where(users.c.identifier == name)).scalar()
     if user_id is None:
         return Linked.NO_USER, ""
@@ -190,6 +207,6 @@ def link(connection: Connection, *, name: str, key: tuple[str, str]) -> tuple[Li
     ).first()
     if holder is not None:
         return (Linked.DONE, name) if holder.id == user_id else (Linked.TAKEN, str(holder.identifier))
-    if not add_identity(connection, key, user_id, None):  # linked meanwhile on another replica: to whom, read now
-        return link(connection, name=name, key=key)
+    if not add_identity(connection, key, user_id, None):  # the next look reads to whom
+        return None
     return Linked.DONE, name
