@@ -179,6 +179,23 @@ async def test_another_web_server_at_the_address_is_a_server_error_not_a_crash(f
 
 
 @pytest.mark.parametrize(
+    "card",
+    [
+        {"owned_by": "test", "max_model_len": "4096"},
+        {"owned_by": "test", "max_model_len": [4096]},
+        {"owned_by": "llamacpp", "meta": "big"},
+        {"owned_by": "llamacpp", "meta": {"n_ctx": "4096"}},
+        {"owned_by": "llamacpp", "meta": {"n_ctx": True}},
+    ],
+)
+async def test_a_window_the_server_gives_as_no_number_is_not_known_and_chat_goes_on(fake, card):
+    backend, state = fake
+    state.odd_answers = {"/v1/models": {"object": "list", "data": [{"id": "fake-ernie", "object": "model", **card}]}}
+    assert (await backend.model()).max_model_len == 0
+    assert await stream_text(backend) == "Hello, world!"
+
+
+@pytest.mark.parametrize(
     "odd",
     [
         [1, 2],

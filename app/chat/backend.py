@@ -160,12 +160,14 @@ async def refusal(response: aiohttp.ClientResponse, server: str) -> ChatError:
 
 def cached_tokens(usage: dict[str, Any], timings: Any) -> int | None:
     """The prompt tokens the server reused from its cache: vLLM's prompt_tokens_details, llama-server's timings."""
-    details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        return int(details["cached_tokens"])
-    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
-        return int(timings["cache_n"])
-    return None
+    cached = count_at(usage.get("prompt_tokens_details"), "cached_tokens")
+    return cached if cached is not None else count_at(timings, "cache_n")
+
+
+def count_at(body: Any, key: str) -> int | None:
+    """The whole number a server's answer holds at this key (None: it is no object, or holds none there)."""
+    value = body.get(key) if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class ChatStream:
@@ -287,9 +289,9 @@ class Backend:
                 )
             extra = card.model_extra or {}
             engine = LLAMA_CPP if card.owned_by == "llamacpp" else VLLM
-            # llama-server's window is a slot's context (meta.n_ctx); vLLM's is max_model_len.
-            max_len = int((extra.get("meta") or {}).get("n_ctx") or 0) if engine == LLAMA_CPP else 0
-            max_len = max_len or int(extra.get("max_model_len") or 0)
+            # llama-server's window is a slot's context (meta.n_ctx); vLLM's is max_model_len; 0: not known.
+            max_len = (count_at(extra.get("meta"), "n_ctx") if engine == LLAMA_CPP else None) or 0
+            max_len = max_len or count_at(extra, "max_model_len") or 0
             self._model = ModelInfo(name=card.id, max_model_len=max_len, engine=engine)
         return self._model
 
