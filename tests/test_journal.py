@@ -16,7 +16,7 @@ from chainlit.context import init_http_context
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError, ProgrammingError
 
 from app.history.database import create_engine, database_url, upgrade
-from app.history.schema import steps, threads, usage
+from app.history.schema import insert_into, steps, threads, usage
 from app.history.store import Actor, ChatStore
 from app.history.usage import Usage, today
 from app.history.writes import Backoff, Journal, Kept, Saving, Writer, frames
@@ -199,12 +199,33 @@ async def test_an_answers_checkpoints_replace_the_copy_waiting_so_the_journal_ho
     assert len(journal.records) == 4  # something else of the chat waits between: both copies are made, in order
 
 
+async def killed_holding(folder: Path, count: int, chats: int = 1) -> Journal:
+    """The journal of a process killed while it held this many writes (of chats t0, t1 ... in turn)."""
+    stopped = opened(folder)
+    for n in range(count):
+        await stopped.add(Kept(f"t{n % chats}", "step", {"n": n}))
+    stopped.abandon()
+    return stopped
+
+
+def appends_hang(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """The journal's appends hang at the disk: set once one does, and the event that lets them go on."""
+    stuck, go_on = threading.Event(), threading.Event()
+    do = journal._do
+
+    def hanging_append(kind: str, data: bytes) -> None:
+        if kind == "append":
+            stuck.set()
+            go_on.wait(10)
+        do(kind, data)
+
+    monkeypatch.setattr(journal, "_do", hanging_append)
+    return stuck, go_on
+
+
 async def test_two_processes_taking_over_the_same_stopped_journal_at_once_take_it_once(tmp_path):
     folder = tmp_path / "journal"
-    stopped = opened(folder)
-    for n in range(50):
-        await stopped.add(Kept(f"t{n % 3}", "step", {"n": n}))
-    stopped.abandon()
+    stopped = await killed_holding(folder, 50, chats=3)
     first, second = opened(folder), opened(folder)
     taken = await asyncio.gather(first.adopt(), second.adopt(), first.adopt(), second.adopt())
     assert sum(taken) == 50 and sorted(record.kept.data["n"] for record in [*first.records, *second.records]) == list(
@@ -215,21 +236,9 @@ async def test_two_processes_taking_over_the_same_stopped_journal_at_once_take_i
 
 async def test_an_app_stopping_while_it_takes_over_a_journal_takes_it_whole_and_closes(tmp_path, monkeypatch):
     folder = tmp_path / "journal"
-    stopped = opened(folder)
-    for n in range(20):
-        await stopped.add(Kept("t1", "step", {"n": n}))
-    stopped.abandon()
+    stopped = await killed_holding(folder, 20)
     taking = opened(folder)
-    on_disk, go_on = threading.Event(), threading.Event()
-    do = taking._do
-
-    def slow_append(kind: str, data: bytes) -> None:
-        if kind == "append":
-            on_disk.set()
-            go_on.wait(10)
-        do(kind, data)
-
-    monkeypatch.setattr(taking, "_do", slow_append)
+    on_disk, go_on = appends_hang(taking, monkeypatch)
     adopting = asyncio.create_task(taking.adopt())
     await asyncio.to_thread(on_disk.wait, 10)
     adopting.cancel()  # the app stops while the taken records are being written
@@ -355,6 +364,24 @@ async def test_a_write_refused_for_good_is_set_aside_and_one_held_back_holds_onl
     await writer.close()
 
 
+async def test_a_take_over_whose_file_is_let_go_meanwhile_leaves_the_stopped_journal_for_the_next(
+    tmp_path, monkeypatch
+):
+    folder = tmp_path / "journal"
+    stopped = await killed_holding(folder, 5)
+    taking = opened(folder)
+    await taking.add(Kept("t2", "step", {"n": "its own"}))
+    on_disk, go_on = appends_hang(taking, monkeypatch)
+    adopting = asyncio.create_task(taking.adopt())
+    await asyncio.to_thread(on_disk.wait, 10)
+    taking.let_go()  # its app stops while the disk holds up the take-over's append
+    another = opened(folder)
+    assert await another.adopt() == 1  # the taking one's own record; the stopped journal is locked by the take-over
+    go_on.set()
+    await adopting
+    assert await another.adopt() == 5 and not stopped.path.exists()
+
+
 async def test_shutting_down_keeps_what_the_database_has_not_taken_within_the_deadline(tmp_path):
     faults = Faults()
     writer, journal = faulty_writer(tmp_path, faults)
@@ -372,6 +399,50 @@ async def test_shutting_down_keeps_what_the_database_has_not_taken_within_the_de
     await drained(journal)
     assert made(tmp_path) == ["0", "1", "2", "3"]
     await again.close()
+
+
+async def test_a_shutdown_the_journals_disk_holds_up_lets_another_app_take_over_what_is_on_disk(tmp_path, monkeypatch):
+    faults = Faults()
+    writer, journal = faulty_writer(tmp_path, faults)
+    faults.go_away()
+    await writer.keep("say", Kept("c", "say", {"n": "0"}))  # on the journal's disk
+    stuck, go_on = appends_hang(journal, monkeypatch)
+    keeping = asyncio.create_task(writer.keep("say", Kept("c", "say", {"n": "1"})))
+    await asyncio.to_thread(stuck.wait, 10)
+    await writer.close(deadline_s=0.3)  # the disk does not answer within the deadline: the app stops all the same
+    faults.come_back()
+    again, taking = faulty_writer(tmp_path, faults)  # another app, while the stopped one's disk work hangs
+    await again.start()
+    await drained(taking)
+    go_on.set()
+    await keeping
+    await again.close()
+    assert made(tmp_path)[:1] == ["0"] and not journal.path.with_suffix(".lock").exists()
+
+
+def counted(connection: sa.Connection, data: dict[str, Any], _at: float) -> None:
+    """A write that is not idempotent: each time it is made, its user's answers count one more."""
+    add = insert_into(usage, "sqlite").values(user=data["n"], day="d", answers=1, prompt_tokens=0, completion_tokens=0)
+    connection.execute(add.on_conflict_do_update(index_elements=["user", "day"], set_={"answers": usage.c.answers + 1}))
+
+
+async def test_a_write_whose_commit_hung_is_made_once_when_another_app_replays_it_before_the_commit_lands(tmp_path):
+    hanging = Faults()
+    writer, _journal = faulty_writer(tmp_path, hanging)
+    writer.appliers["say"] = counted
+    hanging.hang()  # this app's connection to the database stops answering
+    await writer.keep("say", Kept("c", "say", {"n": "0"}))
+    await asyncio.sleep(0.4)  # past the timeout: the write waits in the journal too
+    await writer.close(deadline_s=0.3)
+    replaying, taking = faulty_writer(tmp_path, Faults())  # another app takes the journal over and makes the write
+    replaying.appliers["say"] = counted
+    await replaying.start()
+    await drained(taking)
+    hanging.come_back()  # the stopped app's commit goes through after all
+    await asyncio.sleep(0.5)
+    await replaying.close()
+    with sqlite3.connect(tmp_path / "chat.db") as database:
+        assert database.execute("SELECT user, answers FROM usage").fetchall() == [("0", 1)]
 
 
 async def test_a_write_kept_after_shutdown_began_is_still_made(tmp_path):

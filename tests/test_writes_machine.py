@@ -1,5 +1,6 @@
-"""The writer and its journal as a state machine (Hypothesis): writes, outages, flapping, hangs, lost answers, kills
-and restarts of several processes on one database, with the real writer, journal files and SQLite.
+"""The writer and its journal as a state machine (Hypothesis): writes, outages, flapping, hangs, lost answers, a slow
+journal disk, kills and restarts of several processes on one database, with the real writer, journal files and
+SQLite.
 
 Checked after every run, once the database is back: every acknowledged write (made, or on a journal's disk) is
 made exactly once, each process's writes of a chat in the order said, a deleted chat stays deleted whatever was
@@ -13,6 +14,7 @@ import contextlib
 import itertools
 import shutil
 import tempfile
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +96,7 @@ class Writes(RuleBasedStateMachine):
         applied_writes.create(engine)
         engine.dispose()
         self.faults = Faults()
+        self.disk_delay_s = 0.0  # how long each piece of the journals' disk work takes more than it should
         self.apps: dict[int, App] = {}
         self.stopped: list[App] = []
         self.incarnations = itertools.count()
@@ -115,6 +118,13 @@ class Writes(RuleBasedStateMachine):
 
         journal = Journal(self.folder, 10_000_000, told)
         journal.open()
+        do = journal._do
+
+        def slowed(kind: str, data: bytes) -> None:
+            time.sleep(self.disk_delay_s)
+            do(kind, data)
+
+        journal._do = slowed  # type: ignore[method-assign]
         engine = faulty_engine(self.database, self.faults, process)
         writer = Writer(engine, TIMEOUT_S, journal=journal, backoff=BACKOFF)
         writer.appliers |= {"say": say, "delete": delete}
@@ -177,6 +187,11 @@ class Writes(RuleBasedStateMachine):
     def database_hangs(self) -> None:
         self.faults.hang()
 
+    @rule(seconds=st.sampled_from([0.0, 0.3]))
+    def the_journals_disk_takes(self, seconds: float) -> None:
+        """Slower than the shutdown's deadline, or as fast as it is."""
+        self.disk_delay_s = seconds
+
     @rule()
     def a_commit_loses_its_answer(self) -> None:
         self.faults.lose_next_ack = True
@@ -235,6 +250,7 @@ class Writes(RuleBasedStateMachine):
         """The database back for good, an app running, and time for every journal to empty."""
         self.faults.come_back()
         self.faults.lose_next_ack = False
+        self.disk_delay_s = 0.0
         if not self.apps:
             self.apps[0] = self.run(self.started(0))
 

@@ -277,7 +277,9 @@ class Journal:
             for record in records:
                 self._insert(record)
             self._tell_saved(records, Saving.JOURNALED)
-        await loop.run_in_executor(self._disk, release, dead, written)
+        # Its file let go meanwhile (a shutdown the disk held up), another process may have read it before these
+        # records were in it: the stopped journals stay for the next take-over.
+        await loop.run_in_executor(self._disk, release, dead, written and self._lock is not None)
         if records and written:
             logger.warning("History: %d write(s) kept by stopped app(s) taken over", len(records))
         return len(records) if written else 0
@@ -319,10 +321,15 @@ class Journal:
                 task.cancel()
         if self._file is not None:
             self._file.close()
+        self.let_go()
+        self._disk.shutdown(wait=False)
+
+    def let_go(self) -> None:
+        """Give up the file's lock, as at exit: another process takes over what is on disk (disk work under way ends
+        on its own)."""
         if self._lock is not None:
             self._lock.close()
         self._lock = None
-        self._disk.shutdown(wait=False)
 
     def _replaced_by(self, kept: Kept) -> Record | None:
         """The record a new write replaces: its chat's newest one waiting, if it has the same key."""

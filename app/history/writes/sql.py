@@ -22,8 +22,10 @@ def first_time(connection: Connection, write_id: str, at: float) -> bool:
 
 
 def note_made(connection: Connection, writes: list[dict[str, Any]]) -> None:
-    """Note these writes (each an id and when it was said) as made in this transaction, in one statement."""
-    connection.execute(noting(connection.dialect.name), writes)
+    """Note these new writes (each an id and when it was said) as made in this transaction, in one statement."""
+    # A plain insert: an id the database has already fails the transaction. A commit that hung, whose writes were
+    # journaled and made since from the journal (by another process), must not make them again when it lands.
+    connection.execute(sa.insert(applied_writes), writes)
 
 
 @functools.cache

@@ -204,8 +204,11 @@ class Writer:
                 self._journal_for(queued)
             if left:
                 logger.warning("History: %d write(s) not committed at shutdown wait in the journal", len(left))
-            with contextlib.suppress(TimeoutError):  # a disk that hangs: what was not synced is lost with it
+            try:
                 await asyncio.wait_for(self.journal.close(), deadline_s)
+            except TimeoutError:  # a disk that hangs: what was not synced is lost with it, the rest taken over
+                logger.error("History: the journal's disk did not answer within %g s at shutdown", deadline_s)
+                self.journal.let_go()
         if self._writer is not None:
             self._writer.cancel()
         with contextlib.suppress(TimeoutError):  # a database that hangs keeps its connections
