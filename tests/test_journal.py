@@ -364,6 +364,20 @@ async def test_a_write_refused_for_good_is_set_aside_and_one_held_back_holds_onl
     await writer.close()
 
 
+async def test_an_app_killed_while_it_takes_over_a_journal_lets_that_journal_go_too(tmp_path, monkeypatch):
+    folder = tmp_path / "journal"
+    await killed_holding(folder, 5)
+    taking = opened(folder)
+    on_disk, go_on = appends_hang(taking, monkeypatch)
+    adopting = asyncio.create_task(taking.adopt())
+    await asyncio.to_thread(on_disk.wait, 10)
+    taking.abandon()  # killed while the disk holds up the take-over's append
+    assert await opened(folder).adopt() == 5
+    go_on.set()
+    with pytest.raises(asyncio.CancelledError):
+        await adopting
+
+
 async def test_a_take_over_whose_file_is_let_go_meanwhile_leaves_the_stopped_journal_for_the_next(
     tmp_path, monkeypatch
 ):

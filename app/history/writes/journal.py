@@ -16,6 +16,7 @@ import fcntl
 import functools
 import logging
 import random
+import threading
 import time
 import uuid
 from collections import Counter, deque
@@ -165,6 +166,11 @@ class Journal:
         self._work: deque[DiskWork] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._taking_over: set[asyncio.Task[int]] = set()  # adoptions under way: see adopt
+        # The locks of stopped journals a take-over holds, let go with this journal's own when it is abandoned (as
+        # at a kill): guarded, as the disk thread takes them while the event loop may abandon.
+        self._dead_locks: set[IO[bytes]] = set()
+        self._abandoned = False
+        self._guard = threading.Lock()
         self._disk = DaemonThreads(1, "journal")
 
     @property
@@ -279,7 +285,7 @@ class Journal:
             self._tell_saved(records, Saving.JOURNALED)
         # Its file let go meanwhile (a shutdown the disk held up), another process may have read it before these
         # records were in it: the stopped journals stay for the next take-over.
-        await loop.run_in_executor(self._disk, release, dead, written and self._lock is not None)
+        await loop.run_in_executor(self._disk, self._release, dead, written and self._lock is not None)
         if records and written:
             logger.warning("History: %d write(s) kept by stopped app(s) taken over", len(records))
         return len(records) if written else 0
@@ -322,6 +328,10 @@ class Journal:
         if self._file is not None:
             self._file.close()
         self.let_go()
+        with self._guard:
+            self._abandoned = True
+            for lock in self._dead_locks:
+                lock.close()
         self._disk.shutdown(wait=False)
 
     def let_go(self) -> None:
@@ -449,8 +459,23 @@ class Journal:
             except OSError:  # its process lives, or another one is taking it over
                 lock.close()
                 continue
+            with self._guard:
+                if self._abandoned:
+                    lock.close()
+                    break
+                self._dead_locks.add(lock)
             dead.append(Dead(path, lock, waiting_in(path)))
         return dead
+
+    def _release(self, dead: list[Dead], adopted: bool) -> None:
+        """Give up the dead journals' locks, deleting them first if their records were taken over."""
+        for journal in dead:
+            if adopted or not journal.path.exists():
+                journal.path.unlink(missing_ok=True)
+                journal.path.with_suffix(".lock").unlink(missing_ok=True)
+            with self._guard:
+                self._dead_locks.discard(journal.lock)
+                journal.lock.close()
 
     def _tell_saved(self, records: list[Record], saving: Saving | None) -> None:
         """Tell the page these records' messages are kept another way now."""
@@ -477,12 +502,3 @@ def waiting_in(path: Path) -> list[Kept]:
         with contextlib.suppress(KeyError, TypeError, ValueError):
             records.append((int(payload["seq"]), Kept.from_payload(payload)))
     return [kept for seq, kept in records if seq not in taken]
-
-
-def release(dead: list[Dead], adopted: bool) -> None:
-    """Give up the dead journals' locks, deleting them first if their records were taken over."""
-    for journal in dead:
-        if adopted or not journal.path.exists():
-            journal.path.unlink(missing_ok=True)
-            journal.path.with_suffix(".lock").unlink(missing_ok=True)
-        journal.lock.close()
