@@ -5,6 +5,7 @@ keeps a fact only once confirmed, and never from a temporary chat."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -196,7 +197,8 @@ async def settled(memories: Memories, user: str, facts: list[str]) -> list[str]:
 async def test_an_answer_starts_on_the_facts_known_and_reads_them_behind_it(store):
     init_http_context()
     await store.create_user(User(identifier="ann"))
-    here, elsewhere = Memories(store.writer), Memories(store.writer)  # two app servers on one database
+    # Two app servers on one database; here reads behind every answer.
+    here, elsewhere = Memories(store.writer, fresh_for=0), Memories(store.writer)
     assert await here.add("ann", "likes tea") is Kept.KEPT
     assert await here.for_answer("ann") == ["likes tea"]  # read now: nothing known yet
 
@@ -210,3 +212,24 @@ async def test_an_answer_starts_on_the_facts_known_and_reads_them_behind_it(stor
     oslo = next(fact for fact in await here.listed("ann") if fact.text == "lives in Oslo")
     assert await here.delete("ann", oslo.id)
     assert await here.for_answer("ann") == []
+
+
+async def test_facts_read_stand_for_the_answers_of_a_while_then_are_read_again(store):
+    init_http_context()
+    await store.create_user(User(identifier="ann"))
+    here, elsewhere = Memories(store.writer, fresh_for=1.0), Memories(store.writer)
+    assert await here.add("ann", "likes tea") is Kept.KEPT
+    assert await here.for_answer("ann") == ["likes tea"]
+    read_at = time.monotonic()
+
+    assert await elsewhere.add("ann", "lives in Oslo") is Kept.KEPT
+    started_on = set()
+    while time.monotonic() - read_at < 0.5:  # answers a second apart no more: no read behind them
+        started_on.add(tuple(await here.for_answer("ann")))
+        await asyncio.sleep(0.01)
+    assert started_on == {("likes tea",)}
+    assert await settled(here, "ann", ["likes tea", "lives in Oslo"]) == ["likes tea", "lives in Oslo"]
+
+    tea = next(fact for fact in await here.listed("ann") if fact.text == "likes tea")
+    assert await here.change("ann", tea.id, paused=True)
+    assert await here.for_answer("ann") == ["lives in Oslo"]  # a change made here counts at once all the same

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import uuid
 from collections import Counter
@@ -21,6 +22,9 @@ from app.history.writes import Writer
 
 # The most facts one user keeps: a short list, not a diary.
 MOST_FACTS = 50
+# How long the facts read here stand for the answers that start on them: a read a question (hundreds a second at a
+# GPU's pace, each a query on the writer's thread that shares the event loop's interpreter) would find them unchanged.
+FRESH_SECONDS = 5.0
 
 
 class Kept(StrEnum):
@@ -49,23 +53,28 @@ def theirs(user: str, fact_id: str) -> sa.ColumnElement[bool]:
 class Memories:
     """The users' facts through the history's writer, each read and change limited to its user."""
 
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, fresh_for: float = FRESH_SECONDS) -> None:
         self.writer = writer
-        # Each user's facts in use as last read here, and the reads under way: see for_answer.
+        self.fresh_for = fresh_for
+        # Each user's facts in use as last read here (and when that read began), and the reads under way: see
+        # for_answer.
         self._known: dict[str, list[str]] = {}
+        self._read_at: dict[str, float] = {}
         self._reading: dict[str, asyncio.Task[None]] = {}
         self._changed: Counter[str] = Counter()  # a user's changes made here: a read begun before one is stale
 
     async def for_answer(self, user: str) -> list[str]:
-        """The facts an answer starts on: as last read here, read again behind it; read now the first time.
+        """The facts an answer starts on: as last read here, read again behind it once `fresh_for` has passed; read
+        now the first time.
 
         A read awaited before each request held a burst of questions back by the whole burst's work (+20-30 ms
-        at 32); read behind it, a change made on this server counts at once, one made on another from the
-        answer after the next.
+        at 32); read behind it, a change made on this server counts at once, one made on another within
+        `fresh_for` seconds, from the answer after the next.
         """
         if (known := self._known.get(user)) is None:
             return await self._read(user)
-        if user not in self._reading:
+        stale = time.monotonic() - self._read_at.get(user, -math.inf) >= self.fresh_for
+        if stale and user not in self._reading:
             self._reading[user] = asyncio.create_task(self._read_behind(user))
         return known
 
@@ -77,10 +86,10 @@ class Memories:
             del self._reading[user]
 
     async def _read(self, user: str) -> list[str]:
-        changes = self._changed[user]
+        changes, began = self._changed[user], time.monotonic()
         facts = await self.in_use(user)
         if self._changed[user] == changes:
-            self._known[user] = facts
+            self._known[user], self._read_at[user] = facts, began
         return facts
 
     async def _change(self, user: str, what: str, work: Callable[[Connection], Any]) -> Any:
