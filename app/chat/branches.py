@@ -6,7 +6,7 @@ follows, an answer the question it replies to, and the conversation the model se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -89,11 +89,13 @@ class Branches:
 
     def up_to(self, message_id: str) -> list[str]:
         """The branch leading to a message, the message included (ROOT: none)."""
-        branch: list[str] = []
+        return list(self.back_from(message_id))[::-1]
+
+    def back_from(self, message_id: str) -> Iterator[str]:
+        """The branch leading to a message, newest first, the message included (ROOT: none)."""
         while message_id != ROOT:
-            branch.append(message_id)
+            yield message_id
             message_id = self.parents[message_id]
-        return branch[::-1]
 
     def versions(self, message_id: str) -> list[str]:
         """A message and the other versions of it (its siblings of the same kind), oldest first."""
@@ -238,7 +240,7 @@ def conversation_before(tree: Branches, question_id: str, seen: Callable[[Step],
 
 def kept_from(tree: Branches, question_id: str) -> int:
     """The oldest turns the previous prompt on the question's branch left out (0 before any): where the next starts."""
-    for message_id in reversed(tree.up_to(tree.parents[question_id])):
+    for message_id in tree.back_from(tree.parents[question_id]):  # the newest answer says: no walk of a long chat
         answer = tree.answer(message_id)
         dropped = (answer.stats or {}).get("dropped_turns") if answer is not None else None
         if isinstance(dropped, int):

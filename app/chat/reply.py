@@ -155,8 +155,10 @@ class Reply:
 
     async def _given(self, branches: Branches, question_id: str) -> dict[str, list[Passage]]:
         """The passages each earlier question on the branch was given, by question (one since deleted left out)."""
+        if self.finder is None:  # a chat without documents: no walk of its branch for passages
+            return {}
         recorded = given_before(branches, question_id)
-        if self.finder is None or not recorded:
+        if not recorded:
             return {}
         found = await self.finder.passages(sorted({passage for ids in recorded.values() for passage in ids}))
         return {question: [found[i] for i in ids if i in found] for question, ids in recorded.items()}
