@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.chat.backend import Backend, ChatStream, Sampling
+from app.chat.backend import Backend, ChatStream, Sampling, ServerCount, server_count
 from app.config import Settings
 from app.errors import ChatError, Problem
 from app.i18n import error_text
@@ -193,6 +193,20 @@ async def test_a_window_the_server_gives_as_no_number_is_not_known_and_chat_goes
     state.odd_answers = {"/v1/models": {"object": "list", "data": [{"id": "fake-ernie", "object": "model", **card}]}}
     assert (await backend.model()).max_model_len == 0
     assert await stream_text(backend) == "Hello, world!"
+
+
+@pytest.mark.parametrize(
+    ("readiness", "count"),
+    [
+        ({"healthy_workers": 2, "total_workers": 3}, ServerCount(2, 3)),
+        ({"healthy_workers": 1, "total_workers": "3"}, ServerCount(1, 0)),  # a total that is no number: not known
+        ({"healthy_workers": True, "total_workers": 1}, None),
+        ({"healthy_workers": "2"}, None),
+        ([2, 3], None),
+    ],
+)
+def test_a_routers_count_is_read_from_whole_numbers_only(readiness, count):
+    assert server_count(readiness) == count
 
 
 @pytest.mark.parametrize(

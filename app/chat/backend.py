@@ -77,9 +77,8 @@ class ServerCount(NamedTuple):
 
 def server_count(body: Any) -> ServerCount | None:
     """The count in vllm-router's /readiness answer (None: not a router's answer)."""
-    if isinstance(body, dict) and isinstance(body.get("healthy_workers"), int):
-        return ServerCount(int(body["healthy_workers"]), int(body.get("total_workers") or 0))
-    return None
+    answering = count_at(body, "healthy_workers")
+    return ServerCount(answering, count_at(body, "total_workers") or 0) if answering is not None else None
 
 
 def servers_now(settings: Settings) -> ServerCount | None:
@@ -290,8 +289,8 @@ class Backend:
             extra = card.model_extra or {}
             engine = LLAMA_CPP if card.owned_by == "llamacpp" else VLLM
             # llama-server's window is a slot's context (meta.n_ctx); vLLM's is max_model_len; 0: not known.
-            max_len = (count_at(extra.get("meta"), "n_ctx") if engine == LLAMA_CPP else None) or 0
-            max_len = max_len or count_at(extra, "max_model_len") or 0
+            slot = count_at(extra.get("meta"), "n_ctx") if engine == LLAMA_CPP else None
+            max_len = slot or count_at(extra, "max_model_len") or 0
             self._model = ModelInfo(name=card.id, max_model_len=max_len, engine=engine)
         return self._model
 
