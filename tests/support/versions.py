@@ -6,6 +6,7 @@ import asyncio
 import re
 from typing import Any
 
+from app.storable import storable
 from tests.support.chat_client import ChatClient
 from tests.support.servers import VllmServer
 
@@ -20,11 +21,12 @@ def ids(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def as_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, str]]:
-    """Chat messages for vLLM: the system prompt, then each message as said (an error's answer is empty)."""
+    """Chat messages for vLLM: the system prompt, then each message as said and kept (an error's answer is empty; a
+    NUL the tiny model emitted is shown, but no prompt holds it: see app/storable.py)."""
     said = [{"role": "system", "content": system_prompt}]
     for m in messages:
         role = "user" if m["type"] == "user_message" else "assistant"
-        said.append({"role": role, "content": "" if m.get("isError") else m["output"]})
+        said.append({"role": role, "content": "" if m.get("isError") else storable(m["output"])})
     return said
 
 
