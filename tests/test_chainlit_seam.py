@@ -17,15 +17,19 @@ import time
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import chainlit as cl
 import chainlit.server
+import engineio.async_socket
 import pytest
 import socketio
 from chainlit.context import init_http_context
 from chainlit.emitter import ChainlitEmitter
 from chainlit.types import DeleteFeedbackRequest, ElementRequest, Feedback, UpdateFeedbackRequest
 from fastapi import HTTPException
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from starlette.middleware.cors import CORSMiddleware
 
 from app.config import Settings
@@ -349,6 +353,110 @@ async def test_an_emit_to_one_tab_walks_its_data_for_bytes_only_when_json_refuse
     assert walked == []
     await server.emit("element", {"id": "e", "content": b"\x00"}, to=tab)
     assert walked[0] == ["element", {"id": "e", "content": b"\x00"}]
+
+
+class PausingWebsocket:
+    """A tab's websocket as engine.io's ASGI driver has it, whose sends wait while it is paused (a slow reader)."""
+
+    def __init__(self) -> None:
+        self.writable, self.gone = asyncio.Event(), asyncio.Event()
+        self.writable.set()
+        self.frames: list[str | bytes] = []
+        self.senders: list[asyncio.Task[Any] | None] = []
+
+    async def send(self, message: str | bytes) -> None:
+        await self.writable.wait()
+        self.frames.append(message)
+        self.senders.append(asyncio.current_task())
+
+    async def wait(self) -> str:
+        await self.gone.wait()
+        raise OSError("closed")
+
+    async def close(self) -> None:
+        self.gone.set()
+
+
+async def a_tab_on_a_websocket(server: socketio.AsyncServer) -> tuple[str, PausingWebsocket, asyncio.Task[Any]]:
+    """A tab whose engine.io socket runs its websocket handler (and writer) on a PausingWebsocket."""
+    seam.emits_sent_by_the_emitter(server)
+    seam.frames_counted()
+    socket = engineio.async_socket.AsyncSocket(server.eio, "eio-tab")
+    server.eio.sockets["eio-tab"] = socket
+    websocket = PausingWebsocket()
+    handling = asyncio.create_task(socket._websocket_handler(websocket))
+    await asyncio.sleep(0)
+    return await server.manager.connect("eio-tab", "/"), websocket, handling
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["text", "text", "text", "bytes", "pause", "resume", "turn"]), max_size=40))
+@example(["pause", "text", "text", "text", "text"])  # a send that waits, and the writer's sent meanwhile
+@example(["bytes", "text"])  # queued attachments, then text
+def test_frames_reach_a_tab_in_the_order_emitted_however_its_websocket_pauses(steps):
+    """Text goes onto the websocket from its emitter where it can; bytes (attachments) always through the queue."""
+
+    async def run() -> tuple[list[int], list[str | bytes]]:
+        server = socketio.AsyncServer(async_mode="asgi")
+        tab, websocket, handling = await a_tab_on_a_websocket(server)
+        emitted: list[int] = []
+        emits: list[asyncio.Task[None]] = []
+
+        async def emit(n: int, data: dict[str, bytes]) -> None:
+            emitted.append(n)  # where it stands: nothing before its packet is queued or sent awaits
+            await server.emit("stream_token", {"n": n, **data}, to=tab)
+
+        for step in steps:
+            if step in ("text", "bytes"):
+                data = {"b": b"\x00"} if step == "bytes" else {}
+                emits.append(asyncio.create_task(emit(len(emits), data)))
+            elif step == "pause":
+                websocket.writable.clear()
+            elif step == "resume":
+                websocket.writable.set()
+            for _ in range(3 if step == "turn" else 1):
+                await asyncio.sleep(0)
+        websocket.writable.set()
+        await asyncio.gather(*emits)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        await websocket.close()
+        await handling
+        return emitted, websocket.frames
+
+    emitted, frames = asyncio.run(run())
+    texts = [frame for frame in frames if isinstance(frame, str)]
+    assert [int(re.findall(r'"n":(\d+)', frame)[0]) for frame in texts] == emitted
+    after_attachments = [frames[i + 1] for i, frame in enumerate(frames) if isinstance(frame, str) and "451-" in frame]
+    assert after_attachments == [b"\x00"] * len(after_attachments) == [f for f in frames if isinstance(f, bytes)]
+
+
+async def test_a_frame_to_a_tab_with_nothing_before_it_is_written_by_the_emitter_else_queued():
+    server = socketio.AsyncServer(async_mode="asgi")
+    tab, websocket, handling = await a_tab_on_a_websocket(server)
+    socket, emitting = server.eio.sockets["eio-tab"], asyncio.current_task()
+    seam.frames_counted()  # once only: the handler is counted already
+    await server.emit("stream_token", {"n": 0}, to=tab)
+    websocket.writable.clear()
+    paused = asyncio.create_task(server.emit("stream_token", {"n": 1}, to=tab))
+    await asyncio.sleep(0)
+    await server.emit("stream_token", {"n": 2}, to=tab)  # one is being sent: this one queued behind it
+    assert socket.queue.qsize() == 1
+    websocket.writable.set()
+    await paused
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await server.emit("element", {"content": b"\x00"}, to=tab)  # bytes: attachments go through the queue
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await websocket.close()
+    await handling
+    assert websocket.frames == [
+        '42["stream_token",{"n":0}]', '42["stream_token",{"n":1}]', '42["stream_token",{"n":2}]',
+        '451-["element",{"content":{"_placeholder":true,"num":0}}]', b"\x00",
+    ]  # fmt: skip
+    writers = websocket.senders[2:]  # engine.io's writer task, from the queue
+    assert websocket.senders[:2] == [emitting, paused] and emitting not in writers and paused not in writers
 
 
 def test_the_app_is_served_as_chainlits_command_line_would_on_uvloop_with_asyncios_c_tasks(tmp_path):

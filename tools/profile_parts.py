@@ -12,7 +12,7 @@ WEBSOCKET, PACKETS, UPDATES = "websocket frames", "socket.io packets", "page upd
 UPSTREAM, HISTORY, REST = "vLLM's streams", "history writes", "the rest"
 PARTS = {  # py-spy names a frame `function (path/from/site-packages.py:line)`
     WEBSOCKET: ("(uvicorn/protocols/websockets/", "(websockets/"),
-    PACKETS: ("(socketio/", "(engineio/", "emits_sent_by_the_emitter"),
+    PACKETS: ("(socketio/", "(engineio/", "emits_sent_by_the_emitter", "Frames.__call__"),
     UPDATES: (
         "(chainlit/message.py",
         "(chainlit/emitter.py",

@@ -60,6 +60,11 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   cost a task and two turns of the event loop, and a loaded loop made each update slower than the stream's
   interval. An emit to one tab is sent by the task that emits it (the same engine.io packets); any other goes to
   socketio's own.
+- engine.io's `AsyncSocket._websocket_handler` (its writer sends each packet with `ws.send`, after `task_done` for
+  each it took from the socket's `asyncio.Queue`, whose `_unfinished_tasks` counts those not yet taken), the
+  server's `sockets` and a socket's `upgraded`, `upgrading`, `closing` and `closed`: a packet went through the
+  socket's queue to a writer task woken for it, a task and a loop turn a frame. A text packet to a tab with nothing
+  queued, taken or being sent goes onto its websocket from the emitting task; any other through the queue, in order.
 - Chainlit's command line (`chainlit run`), replaced by `serve`: it makes its event loop re-entrant with nest_asyncio,
   which swaps asyncio's C tasks and futures for pure-Python ones and refuses uvloop. `serve` does what `chainlit
   run --headless` does (`config.run`, `chainlit.config.load_module`, `chainlit.auth.ensure_jwt_secret`, its logging,
@@ -75,6 +80,7 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -91,6 +97,7 @@ from typing import Annotated, Any, TypeVar, cast
 import chainlit as cl
 import chainlit.config as chainlit_config
 import chainlit.server as chainlit_server
+import engineio.async_socket
 import engineio.packet
 import socketio.packet
 import uvicorn
@@ -137,6 +144,8 @@ CONSTRUCTORS_THAT_SLEEP = ("chainlit.message", "chainlit.step")
 FILES_OF_PROCESS = "process-"
 # Chainlit's command line logs this way (to standard output, from INFO).
 LOG_FORMAT = "%(asctime)s - %(levelname)s - %(name)s - %(message)s"
+# The attribute of an engine.io socket that keeps its tab's websocket (`frames_counted`).
+FRAMES = "app_frames"
 Handler = Callable[..., Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Looks at a route's parameters (by name, as Chainlit's function takes them) and raises HTTPException to refuse.
@@ -513,11 +522,65 @@ def emits_sent_by_the_emitter(server: Any = sio) -> None:
             return await socketio_emit(event, data, namespace, **options)
         arguments = list(data) if isinstance(data, tuple) else [] if data is None else [data]
         encoded = event_packet(server.packet_class, namespace, [event, *arguments])
+        tab = recipients[0][1]
+        if isinstance(encoded, str) and (frames := frames_now(server.eio, tab)) is not None:
+            with contextlib.suppress(Exception):  # a tab gone meanwhile: engine.io's writer finds it so and closes it
+                await frames(engineio.packet.Packet(engineio.packet.MESSAGE, encoded).encode())
+                return None
         for part in encoded if isinstance(encoded, list) else [encoded]:  # a list: binary attachments follow
-            await server.eio.send_packet(recipients[0][1], engineio.packet.Packet(engineio.packet.MESSAGE, part))
+            await server.eio.send_packet(tab, engineio.packet.Packet(engineio.packet.MESSAGE, part))
         return None
 
     manager.emit = emit
+
+
+@dataclasses.dataclass
+class Frames:
+    """A tab's websocket as engine.io's writer sends on it: one frame at a time, in the order sent, those under way
+    counted."""
+
+    send: Callable[[str | bytes], Awaitable[None]]
+    under_way: int = 0
+    # A paused websocket wakes every waiting send at once, and a send that comes meanwhile finds it writable: it
+    # would go before them. Frames take turns instead (asyncio's lock wakes its waiters in order).
+    turns: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+    async def __call__(self, message: str | bytes) -> None:
+        self.under_way += 1
+        try:
+            async with self.turns:
+                await self.send(message)
+        finally:
+            self.under_way -= 1
+
+
+def frames_counted() -> None:
+    """Each tab's websocket is kept with its socket (`FRAMES`), engine.io's writer sending through it, counted."""
+    handler = engineio.async_socket.AsyncSocket._websocket_handler
+    if getattr(handler, FRAMES, False):  # counted already
+        return
+
+    async def counted(socket: engineio.async_socket.AsyncSocket, websocket: Any) -> Any:
+        frames = Frames(websocket.send)
+        websocket.send = frames
+        setattr(socket, FRAMES, frames)
+        return await handler(socket, websocket)
+
+    setattr(counted, FRAMES, True)
+    engineio.async_socket.AsyncSocket._websocket_handler = counted
+
+
+def frames_now(engine: Any, tab: str) -> Frames | None:
+    """The tab's websocket if a frame sent on it now goes after every packet sent before (None: engine.io's queue).
+
+    Nothing is in engine.io's queue or taken from it unsent (`task_done` comes after its writer takes packets, and
+    it sends them without a pause but the websocket's own), nor being sent; the tab is upgraded and open.
+    """
+    socket = engine.sockets.get(tab)
+    frames = getattr(socket, FRAMES, None)
+    if frames is None or not socket.upgraded or socket.upgrading or socket.closing or socket.closed:
+        return None
+    return frames if frames.under_way == 0 and socket.queue._unfinished_tasks == 0 else None
 
 
 def event_packet(packet_class: Any, namespace: str, data: list[Any]) -> Any:
