@@ -393,6 +393,7 @@ async def a_tab_on_a_websocket(server: socketio.AsyncServer) -> tuple[str, Pausi
 @given(st.lists(st.sampled_from(["text", "text", "text", "bytes", "pause", "resume", "turn"]), max_size=40))
 @example(["pause", "text", "text", "text", "text"])  # a send that waits, and the writer's sent meanwhile
 @example(["bytes", "text"])  # queued attachments, then text
+@example(["bytes", "pause", "pause", "text"])  # text emitted while the writer sends a packet, then its attachment
 def test_frames_reach_a_tab_in_the_order_emitted_however_its_websocket_pauses(steps):
     """Text goes onto the websocket from its emitter where it can; bytes (attachments) always through the queue."""
 

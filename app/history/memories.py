@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 import uuid
 from collections import Counter
@@ -56,10 +55,9 @@ class Memories:
     def __init__(self, writer: Writer, fresh_for: float = FRESH_SECONDS) -> None:
         self.writer = writer
         self.fresh_for = fresh_for
-        # Each user's facts in use as last read here (and when that read began), and the reads under way: see
+        # Each user's facts in use as last read here with when that read began, and the reads under way: see
         # for_answer.
-        self._known: dict[str, list[str]] = {}
-        self._read_at: dict[str, float] = {}
+        self._known: dict[str, tuple[list[str], float]] = {}
         self._reading: dict[str, asyncio.Task[None]] = {}
         self._changed: Counter[str] = Counter()  # a user's changes made here: a read begun before one is stale
 
@@ -73,10 +71,10 @@ class Memories:
         """
         if (known := self._known.get(user)) is None:
             return await self._read(user)
-        stale = time.monotonic() - self._read_at.get(user, -math.inf) >= self.fresh_for
-        if stale and user not in self._reading:
+        facts, read_at = known
+        if time.monotonic() - read_at >= self.fresh_for and user not in self._reading:
             self._reading[user] = asyncio.create_task(self._read_behind(user))
-        return known
+        return facts
 
     async def _read_behind(self, user: str) -> None:
         try:
@@ -89,7 +87,7 @@ class Memories:
         changes, began = self._changed[user], time.monotonic()
         facts = await self.in_use(user)
         if self._changed[user] == changes:
-            self._known[user], self._read_at[user] = facts, began
+            self._known[user] = (facts, began)
         return facts
 
     async def _change(self, user: str, what: str, work: Callable[[Connection], Any]) -> Any:

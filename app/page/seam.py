@@ -80,7 +80,6 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -146,6 +145,8 @@ FILES_OF_PROCESS = "process-"
 LOG_FORMAT = "%(asctime)s - %(levelname)s - %(name)s - %(message)s"
 # The attribute of an engine.io socket that keeps its tab's websocket (`frames_counted`).
 FRAMES = "app_frames"
+# The mark of engine.io's websocket handler once `frames_counted` wraps it.
+COUNTING = "app_counts_frames"
 Handler = Callable[..., Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 # Looks at a route's parameters (by name, as Chainlit's function takes them) and raises HTTPException to refuse.
@@ -524,8 +525,11 @@ def emits_sent_by_the_emitter(server: Any = sio) -> None:
         encoded = event_packet(server.packet_class, namespace, [event, *arguments])
         tab = recipients[0][1]
         if isinstance(encoded, str) and (frames := frames_now(server.eio, tab)) is not None:
-            with contextlib.suppress(Exception):  # a tab gone meanwhile: engine.io's writer finds it so and closes it
+            try:
                 await frames(engineio.packet.Packet(engineio.packet.MESSAGE, encoded).encode())
+            except Exception:  # a tab gone meanwhile: queued, engine.io's writer finds it so and closes it
+                pass
+            else:
                 return None
         for part in encoded if isinstance(encoded, list) else [encoded]:  # a list: binary attachments follow
             await server.eio.send_packet(tab, engineio.packet.Packet(engineio.packet.MESSAGE, part))
@@ -540,6 +544,8 @@ class Frames:
     counted."""
 
     send: Callable[[str | bytes], Awaitable[None]]
+    # Sends begun and not ended, the lock's holder and waiters: engine.io's writer sends a batch taken from its
+    # queue one frame after another, and a frame emitted between two of them would wait on the lock before the second.
     under_way: int = 0
     # A paused websocket wakes every waiting send at once, and a send that comes meanwhile finds it writable: it
     # would go before them. Frames take turns instead (asyncio's lock wakes its waiters in order).
@@ -557,7 +563,7 @@ class Frames:
 def frames_counted() -> None:
     """Each tab's websocket is kept with its socket (`FRAMES`), engine.io's writer sending through it, counted."""
     handler = engineio.async_socket.AsyncSocket._websocket_handler
-    if getattr(handler, FRAMES, False):  # counted already
+    if getattr(handler, COUNTING, False):
         return
 
     async def counted(socket: engineio.async_socket.AsyncSocket, websocket: Any) -> Any:
@@ -566,7 +572,7 @@ def frames_counted() -> None:
         setattr(socket, FRAMES, frames)
         return await handler(socket, websocket)
 
-    setattr(counted, FRAMES, True)
+    setattr(counted, COUNTING, True)
     engineio.async_socket.AsyncSocket._websocket_handler = counted
 
 
