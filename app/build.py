@@ -106,6 +106,7 @@ def build(settings: Settings) -> App:
     seam.no_blocking_sleeps()
     seam.plain_action_dicts()
     seam.emits_sent_by_the_emitter()
+    seam.packets_in_orjson()
     seam.frames_counted()
     seam.config_without_profiles()
     backend, answering = Backend(settings), Answering()

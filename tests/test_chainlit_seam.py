@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -331,6 +332,37 @@ async def test_an_emit_to_one_tab_is_socketios_packet_sent_by_the_emitting_task(
     ]
     assert [by_emitter for _, _, by_emitter in seamed] == [True, True, True, True, False, False]
     assert not any(by_emitter for _, _, by_emitter in plain)
+
+
+async def test_packets_to_a_tab_in_orjson_are_socketios_own_with_chinese_as_written():
+    assert inspect.signature(socketio.AsyncServer).parameters["json"].default is None  # socketio's own way to swap it
+
+    async def sent_by(in_orjson: bool) -> list[str | bytes]:
+        server, sent = socketio.AsyncServer(async_mode="asgi"), []
+        server.packet_class = type("Packet", (socketio.packet.Packet,), {})  # not socketio's class, shared by all
+
+        async def send_packet(eio_sid: str, packet) -> None:
+            sent.append(packet.encode())
+
+        server.eio.send_packet = send_packet
+        seam.emits_sent_by_the_emitter(server)
+        if in_orjson:
+            seam.packets_in_orjson(server)
+        tab = await server.manager.connect("eio-tab", "/")
+        await server.emit("stream_token", {"id": "m", "token": "你好"}, to=tab)
+        await server.emit("stream_token", {"id": "m", "token": "\ud800", "n": 2**70}, to=tab)  # orjson refuses both
+        await server.emit("element", {"id": "e", "content": [b"\x00\x01"]}, to=tab)
+        return sent
+
+    plain, in_orjson = await sent_by(in_orjson=False), await sent_by(in_orjson=True)
+    assert in_orjson[0] == '42["stream_token",{"id":"m","token":"你好"}]' != plain[0]
+    assert json.loads(in_orjson[0][2:]) == json.loads(plain[0][2:])
+    assert in_orjson[1:] == plain[1:]
+    assert plain[1:] == [
+        '42["stream_token",{"id":"m","token":"\\ud800","n":1180591620717411303424}]',
+        '451-["element",{"id":"e","content":[{"_placeholder":true,"num":0}]}]',
+        b"\x00\x01",
+    ]
 
 
 async def test_an_emit_to_one_tab_walks_its_data_for_bytes_only_when_json_refuses_it(monkeypatch):

@@ -38,6 +38,7 @@ TIERS = {
     "app.i18n": 0,
     "app.metrics": 0,
     "app.terms": 0,  # the words of a text for the full-text indexes (documents and messages)
+    "app.json_codec": 0,  # JSON per token: orjson, the standard library where orjson refuses
     "app.storable": 0,  # text as both databases keep it (no NUL), for the chat core and the history alike
     "app.listening": 0,  # whether the chat UI's address is free, checked by `make chat` and `make run`
     "serving": 8,  # the server side reads the app's settings only

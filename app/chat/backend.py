@@ -16,6 +16,7 @@ import httpx2
 import openai
 from openai import AsyncOpenAI
 
+from app import json_codec
 from app.chat.token_bound import TemplateCost, learn_template_cost, probe
 from app.chat.transport import Arriving, Streams, http_client
 from app.config import Settings
@@ -219,7 +220,7 @@ class ChatStream:
             data = line[5:].strip()
             if data == b"[DONE]":  # read on to the stream's end: the HTTP client's generators finish too
                 continue
-            chunk = json.loads(data)
+            chunk = json_codec.decoded(data)
             try:
                 if chunk.get("error"):  # vLLM reports failures during generation as an event
                     error = chunk["error"]
@@ -440,7 +441,7 @@ class Backend:
         headers = (self._stream_headers | {CHAT_KEY_HEADER: chat_key}) if chat_key else self._stream_headers
         url = f"{self._settings.base_url.rstrip('/')}/chat/completions"
         try:
-            response = await self._streams.post(url, json.dumps(body).encode(), headers)
+            response = await self._streams.post(url, json_codec.encoded(body), headers)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._failed(exc) from exc
         # Leaving the block releases the connection, or closes it if the answer was not read to its end.

@@ -59,7 +59,7 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   socketio sends an emit to one tab from a task of its own and waits for it, so every page update of every answer
   cost a task and two turns of the event loop, and a loaded loop made each update slower than the stream's
   interval. An emit to one tab is sent by the task that emits it (the same engine.io packets); any other goes to
-  socketio's own.
+  socketio's own. Its packets' JSON (`sio.packet_class.json`, a module's `dumps` and `loads`) is orjson's.
 - engine.io's `AsyncSocket._websocket_handler` (its writer sends each packet with `ws.send`, after `task_done` for
   each it took from the socket's `asyncio.Queue`, whose `_unfinished_tasks` counts those not yet taken), the
   server's `sockets` and a socket's `upgraded`, `upgrading`, `closing` and `closed`: a packet went through the
@@ -119,6 +119,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+
+from app import json_codec
 
 # Chainlit's socket.io handlers the app replaces or wraps.
 SOCKET_EVENTS = ("connect", "connection_successful", "clear_session", "chat_settings_change", "edit_message")
@@ -587,6 +589,14 @@ def frames_now(engine: Any, tab: str) -> Frames | None:
     if frames is None or not socket.upgraded or socket.upgrading or socket.closing or socket.closed:
         return None
     return frames if frames.under_way == 0 and socket.queue._unfinished_tasks == 0 else None
+
+
+def packets_in_orjson(server: Any = sio) -> None:
+    """socket.io's packets to the tabs encoded by orjson (a page update's JSON in a tenth of the time).
+
+    Those from the tabs, a few a question, stay the standard library's: orjson reads an integer past 64 bits as a float.
+    """
+    server.packet_class.json = types.SimpleNamespace(dumps=json_codec.text, loads=json.loads)
 
 
 def event_packet(packet_class: Any, namespace: str, data: list[Any]) -> Any:
