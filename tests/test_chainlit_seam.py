@@ -23,6 +23,7 @@ from typing import Any
 import chainlit as cl
 import chainlit.server
 import engineio.async_socket
+import engineio.json
 import pytest
 import socketio
 from chainlit.context import init_http_context
@@ -339,7 +340,8 @@ async def test_packets_to_a_tab_in_orjson_are_socketios_own_with_chinese_as_writ
 
     async def sent_by(in_orjson: bool) -> list[str | bytes]:
         server, sent = socketio.AsyncServer(async_mode="asgi"), []
-        server.packet_class = type("Packet", (socketio.packet.Packet,), {})  # not socketio's class, shared by all
+        # socketio's own codec on a class of this test's: the app's build sets orjson's on socketio's, shared by all.
+        server.packet_class = type("Packet", (socketio.packet.Packet,), {"json": engineio.json})
 
         async def send_packet(eio_sid: str, packet) -> None:
             sent.append(packet.encode())
