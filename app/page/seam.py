@@ -59,7 +59,7 @@ The internals (Chainlit 2.12; `tests/test_chainlit_seam.py` checks each still ex
   socketio sends an emit to one tab from a task of its own and waits for it, so every page update of every answer
   cost a task and two turns of the event loop, and a loaded loop made each update slower than the stream's
   interval. An emit to one tab is sent by the task that emits it (the same engine.io packets); any other goes to
-  socketio's own. Its packets' JSON (`sio.packet_class.json`, a module's `dumps` and `loads`) is orjson's.
+  socketio's own. The JSON of its packets to the tabs (`sio.packet_class.json`, a module's `dumps`) is orjson's.
 - engine.io's `AsyncSocket._websocket_handler` (its writer sends each packet with `ws.send`, after `task_done` for
   each it took from the socket's `asyncio.Queue`, whose `_unfinished_tasks` counts those not yet taken), the
   server's `sockets` and a socket's `upgraded`, `upgrading`, `closing` and `closed`: a packet went through the
