@@ -12,7 +12,7 @@ decoded = orjson.loads
 
 
 def encoded(value: Any) -> bytes:
-    """The value's compact JSON in UTF-8."""
+    """The value's compact JSON in UTF-8 (NaN and infinities as null, which browsers parse; json wrote NaN)."""
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # lone surrogates, integers past 64 bits: the standard library's, escaped; bytes raise there too

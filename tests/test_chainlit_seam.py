@@ -367,6 +367,17 @@ async def test_packets_to_a_tab_in_orjson_are_socketios_own_with_chinese_as_writ
     ]
 
 
+def test_packets_from_a_tab_are_read_as_socketio_reads_them_refusing_huge_integers():
+    server = socketio.AsyncServer(async_mode="asgi")
+    server.packet_class = type("Packet", (socketio.packet.Packet,), {"json": engineio.json})
+    seam.packets_in_orjson(server)
+    packet = server.packet_class()
+    packet.decode('42["message",{"text":"你好","n":18446744073709551616}]')
+    assert packet.data == ["message", {"text": "你好", "n": 2**64}]
+    with pytest.raises(ValueError, match="too large"):
+        server.packet_class().decode('42["message",{"n":' + "1" * 200 + "}]")
+
+
 async def test_an_emit_to_one_tab_walks_its_data_for_bytes_only_when_json_refuses_it(monkeypatch):
     server, walked = socketio.AsyncServer(async_mode="asgi"), []
     walk = socketio.packet.Packet.data_is_binary.__func__

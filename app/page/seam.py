@@ -97,6 +97,7 @@ import chainlit as cl
 import chainlit.config as chainlit_config
 import chainlit.server as chainlit_server
 import engineio.async_socket
+import engineio.json
 import engineio.packet
 import socketio.packet
 import uvicorn
@@ -594,9 +595,10 @@ def frames_now(engine: Any, tab: str) -> Frames | None:
 def packets_in_orjson(server: Any = sio) -> None:
     """socket.io's packets to the tabs encoded by orjson (a page update's JSON in a tenth of the time).
 
-    Those from the tabs, a few a question, stay the standard library's: orjson reads an integer past 64 bits as a float.
+    Those from the tabs, a few a question, are read as socket.io reads them (engine.io's JSON, which refuses an
+    integer of more than 100 digits; orjson would read one past 64 bits as a float).
     """
-    server.packet_class.json = types.SimpleNamespace(dumps=json_codec.text, loads=json.loads)
+    server.packet_class.json = types.SimpleNamespace(dumps=json_codec.text, loads=engineio.json.loads)
 
 
 def event_packet(packet_class: Any, namespace: str, data: list[Any]) -> Any:
