@@ -9,6 +9,7 @@ import pytest
 
 from app.config import DEFAULT_DOCUMENT_TOKENS
 from tests.support.servers import ROOT
+from tools import bench_app, bench_documents, bench_long_chat
 from tools.bench_search import SUBSTRING as SUBSTRING_METHOD
 from tools.bench_search import WHITESPACE as WHITESPACE_METHOD
 
@@ -29,9 +30,11 @@ def bench(module: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.vllm
 @pytest.mark.app
-def test_bench_harness_prints_a_table_and_writes_a_plot(tmp_path):
-    result = bench("tools.bench_app", "--sessions", "2", "--tokens", "8", "--rounds", "1", "--out", str(tmp_path))
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| 2 |")]
+async def test_bench_harness_prints_a_table_and_writes_a_plot(vllm, tmp_path):
+    # make bench's table, small, on the session's vLLM: no server started for it.
+    args = bench_app.options(["--sessions", "2", "--tokens", "8", "--rounds", "1", "--out", str(tmp_path)])
+    written = await bench_app.report(vllm, "ernie-tiny", args)
+    rows = [line for line in written.splitlines() if line.startswith("| 2 |")]
     assert [row.split("|")[2].strip() for row in rows] == ["direct", "app"]
     assert all(row.rstrip(" |").endswith("| 0") for row in rows), rows
     assert (tmp_path / "bench-app.md").read_text().startswith("| N | path |")
@@ -53,21 +56,23 @@ def test_capacity_benchmark_prints_the_direct_path_and_the_app_per_number_of_tab
 
 @pytest.mark.vllm
 @pytest.mark.app
-def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(tmp_path):
-    result = bench("tools.bench_long_chat", "--turns", "8", "--words", "60", "--out", str(tmp_path))
-    summary = {row.split("|")[1].strip(): row for row in result.stdout.splitlines() if row.startswith("| low water")}
+async def test_long_chat_benchmark_prints_each_budget_per_turn_side_by_side(vllm):
+    # make bench-long-chat's report, small, on the session's vLLM: no server started for it.
+    args = bench_long_chat.options(["--turns", "8", "--words", "60"])
+    lines = (await bench_long_chat.report(vllm, args)).splitlines()
+    summary = {row.split("|")[1].strip(): row for row in lines if row.startswith("| low water")}
     assert set(summary) == {"low water 0.5", "low water 1"}
-    turns = [row for row in result.stdout.splitlines() if row.startswith("| 8 |")]
+    turns = [row for row in lines if row.startswith("| 8 |")]
     assert len(turns) == 1 and turns[0].count("|") == 10, turns
-    assert (tmp_path / "bench-long-chat.md").read_text().startswith("| budget |")
+    assert lines[0].startswith("| budget |")
 
 
 @pytest.mark.vllm
 @pytest.mark.app
-def test_documents_benchmark_sends_the_needles_within_the_budget_and_follow_ups_reuse_the_cache(tmp_path):
+async def test_documents_benchmark_sends_the_needles_within_the_budget_and_follow_ups_reuse_the_cache(vllm):
+    # make bench-documents' report, small, on the session's vLLM (a 4096-token window): no server started for it.
     args = ("--model", "tiny", "--pages", "8", "--questions", "2", "--window", "4096", "--budgets", "2000")
-    result = bench("tools.bench_documents", *args, "--keep-pages", "40", "--out", str(tmp_path))
-    lines = result.stdout.splitlines()
+    lines = (await bench_documents.report(vllm, bench_documents.options([*args, "--keep-pages", "40"]))).splitlines()
     sides = {row.split("|")[1].strip(): row.split("|")[2:-1] for row in lines if row.startswith(SIDES)}
     assert list(sides) == [
         "from passages, budget 2000",
@@ -85,7 +90,7 @@ def test_documents_benchmark_sends_the_needles_within_the_budget_and_follow_ups_
     assert [len(each) for each in found.values()] == [4, 4], lines
     assert found[1][-1] == "yes" and found[2][-1] == "no"  # needles on pages 1 and 8; 4096 tokens hold under 8
     assert any(row.startswith("| 40 | ") for row in lines)  # a chat streamed while a 40-page PDF was kept
-    assert (tmp_path / "bench-documents.md").read_text().startswith("# A question about a long document")
+    assert lines[0].startswith("# A question about a long document")
 
 
 @pytest.mark.postgres
@@ -108,14 +113,6 @@ def test_retrieval_benchmark_prints_recall_per_method_and_language_and_indexing_
     databases = [database.strip() for _, database in indexed]
     assert databases == ["SQLite", "SQLite", "PostgreSQL", "PostgreSQL"], indexed
     assert (tmp_path / "bench-retrieval.md").read_text().startswith("# Passage retrieval")
-
-
-@pytest.mark.vllm
-def test_router_benchmark_prints_each_policy_beside_one_server_alone(tmp_path):
-    result = bench("tools.bench_router", "--chats", "2", "--turns", "2", "--first-words", "60", "--out", str(tmp_path))
-    rows = [row.split("|")[2].strip() for row in result.stdout.splitlines() if row.startswith("| 2 |")]
-    assert rows == ["2 servers, router consistent_hash", "2 servers, router round_robin", "1 server alone"]
-    assert (tmp_path / "bench-router.md").read_text().startswith("| chats at once | side |")
 
 
 def test_search_benchmark_prints_recall_and_time_per_method_and_query(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.chat_client import ChatClient, start_long_answer
 from tests.support.servers import ChatApp, RouterServer, VllmServer, free_port, running
+from tools import bench_router
 
 pytestmark = [pytest.mark.vllm, pytest.mark.app]
 
@@ -78,6 +79,19 @@ async def answered(tab: ChatClient, text: str) -> None:
     shown = [(m.get("type"), m.get("isError"), m.get("output")) for m in produced]
     assert not [m for m in produced if m.get("isError")], shown
     assert any(m.get("type") == "assistant_message" for m in produced), shown
+
+
+async def test_the_router_benchmark_measures_each_policy_beside_one_server_alone(routed, vllm):
+    # make bench-router's run, small, on this module's servers and the session's: no server started for it.
+    args = bench_router.options(["--chats", "2", "--turns", "2", "--first-words", "60"])
+    results = await bench_router.behind_the_router(routed.servers, args) | await bench_router.alone(vllm, args)
+    rows = [row.split("|")[2:5] for row in bench_router.table(results).splitlines() if row.startswith("| 2 |")]
+    sides = [side.strip() for side, _, _ in rows]
+    assert sides == ["2 servers, router consistent_hash", "2 servers, router round_robin", "1 server alone"]
+    # Each chat's second turn begins with its first: kept on one server, part of its prompt is found cached.
+    cached = {side.strip(): float(share.strip(" %")) for side, share, _ in rows}
+    assert cached["2 servers, router consistent_hash"] > 0 and cached["1 server alone"] > 0, rows
+    assert all(float(speed) > 0 for _, _, speed in rows), rows
 
 
 async def test_every_turn_of_a_chat_goes_to_one_server_and_ready_counts_them(routed):

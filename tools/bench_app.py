@@ -237,7 +237,6 @@ def plot(results: dict[int, dict[str, Sample]], path: Path) -> None:
 
 async def run(args: argparse.Namespace) -> str:
     server: VllmServer | GpuFakeServer | None = None
-    apps: dict[str, ChatApp] = {}
     try:
         if args.backend == "fake":
             server = GpuFakeServer("bench-fake", rate=args.fake_rate, interval=args.stream_interval, cpus={0})
@@ -251,6 +250,18 @@ async def run(args: argparse.Namespace) -> str:
             )
             server.start(timeout=900)
             model = "ernie-tiny"
+        if CLIENT_CPU:
+            os.sched_setaffinity(0, CLIENT_CPU)
+        return await report(server, model, args)
+    finally:
+        if server:
+            server.stop()
+
+
+async def report(server: VllmServer | GpuFakeServer, model: str, args: argparse.Namespace) -> str:
+    """The table, measured on a running server against apps of the run's own; written to args.out with its plot."""
+    apps: dict[str, ChatApp] = {}
+    try:
         base_url, api_key = server.base_url, server.api_key
         # With two apps (e.g. --history both), they take turns after the direct round: one run, side by side.
         for name, setup in HISTORY_SETUPS[args.history].items():
@@ -258,8 +269,6 @@ async def run(args: argparse.Namespace) -> str:
             apps[name] = ChatApp(server, cpus=CLIENT_CPU, extra_env=app_env)
         for app in apps.values():
             app.start()
-        if CLIENT_CPU:
-            os.sched_setaffinity(0, CLIENT_CPU)
         rtt = await token_count_round_trip(base_url.removesuffix("/v1"), api_key, model)
         results: dict[int, dict[str, Sample]] = {}
         for n in args.sessions:
@@ -276,20 +285,19 @@ async def run(args: argparse.Namespace) -> str:
                     )
             results[n] = paths
             print(f"N={n} done", file=sys.stderr, flush=True)
-        report = table(results, rtt)
+        written = table(results, rtt)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "bench-app.md").write_text(report + "\n")
+        (args.out / "bench-app.md").write_text(written + "\n")
         if not args.no_plot:
             plot(results, args.out / "bench-app.png")
-        return report
+        return written
     finally:
         for app in apps.values():
             app.stop()
-        if server:
-            server.stop()
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's options, the sessions as numbers."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", default="1,8,32,64", help="comma-separated concurrency levels")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
@@ -319,9 +327,13 @@ def main() -> int:
     parser.add_argument(
         "--deflate", action="store_true", help="the app's clients ask for permessage-deflate, as Chromium does"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.sessions = [int(n) for n in args.sessions.split(",")]
-    print(asyncio.run(run(args)))
+    return args
+
+
+def main() -> int:
+    print(asyncio.run(run(options())))
     return 0
 
 

@@ -359,27 +359,32 @@ def rate(words: list[tuple[float, int]]) -> float:
 
 
 async def run(args: argparse.Namespace) -> str:
+    server = VllmServer("bench-documents", max_model_len=args.window, model=MODELS[args.model], cpus={0})
+    start(server, args.model)
+    try:
+        return await report(server, args)
+    finally:
+        server.stop()
+
+
+async def report(server: VllmServer, args: argparse.Namespace) -> str:
+    """The report, measured on a running server."""
+    tiny = args.model == "tiny"
+    if args.keep_only:
+        title = f"# A chat streaming while another keeps a long PDF ({args.model} model, the tree of {tree()})"
+        return "\n\n".join([title, streaming_table(await keep_while_streaming(server, args.keep_pages, tiny))])
     questions = questions_for(args.pages, args.questions)
     book = english_pages(args.pages, LINES_PER_PAGE, {question.page: question.needle for question in questions})
     text = "\n\n".join("\n".join(lines) for lines in book)  # the PDF's text as the app reads it: pages apart
-    server = VllmServer("bench-documents", max_model_len=args.window, model=MODELS[args.model], cpus={0})
-    start(server, args.model)
-    tiny = args.model == "tiny"
-    try:
-        if args.keep_only:
-            title = f"# A chat streaming while another keeps a long PDF ({args.model} model, the tree of {tree()})"
-            return "\n\n".join([title, streaming_table(await keep_while_streaming(server, args.keep_pages, tiny))])
-        window = int(server.post("/tokenize", {"prompt": "window"})["max_model_len"])
-        results = {}
-        for side in passage_sides(paged_pdf(book), args.budgets):
-            results[side.name] = await measure(server, side, questions, tiny)
-        cut = cut_to_fit(server, text, questions, window)
-        print(f"{CUT}: the first {cut} of {len(text)} characters", file=sys.stderr, flush=True)
-        by_hand = Side(CUT, "manual.txt", text[:cut].encode(), "text/plain", {"HISTORY": "false"})
-        results[CUT] = await measure(server, by_hand, questions, tiny)
-        streamed = await keep_while_streaming(server, args.keep_pages, tiny) if args.keep_pages else None
-    finally:
-        server.stop()
+    window = int(server.post("/tokenize", {"prompt": "window"})["max_model_len"])
+    results = {}
+    for side in passage_sides(paged_pdf(book), args.budgets):
+        results[side.name] = await measure(server, side, questions, tiny)
+    cut = cut_to_fit(server, text, questions, window)
+    print(f"{CUT}: the first {cut} of {len(text)} characters", file=sys.stderr, flush=True)
+    by_hand = Side(CUT, "manual.txt", text[:cut].encode(), "text/plain", {"HISTORY": "false"})
+    results[CUT] = await measure(server, by_hand, questions, tiny)
+    streamed = await keep_while_streaming(server, args.keep_pages, tiny) if args.keep_pages else None
     sections = [header(args, window, text, cut, questions), summary(results)]
     for name, asked in results.items():
         sections += [f"## {name[0].upper()}{name[1:]}", table(questions, asked)]
@@ -400,7 +405,8 @@ def streaming_table(streamed: Streamed) -> str:
     )
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's options, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--model", choices=list(MODELS), default="full", help="the tiny test model or the full-size one"
@@ -426,11 +432,16 @@ def main() -> int:
         "--keep-only", action="store_true", help="only the chat streaming while a PDF of --keep-pages pages is kept"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.keep_only and args.keep_pages < 1:
         parser.error("--keep-only: --keep-pages must be at least 1")
     if not 1 <= args.questions <= min(len(NEEDLES), args.pages):
         parser.error(f"--questions: from 1 to {min(len(NEEDLES), args.pages)} (one needle a page, {len(NEEDLES)} made)")
+    return args
+
+
+def main() -> int:
+    args = options()
     return publish(asyncio.run(run(args)), args.out, "bench-documents")
 
 

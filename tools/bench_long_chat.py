@@ -146,31 +146,37 @@ def model_server(args: argparse.Namespace) -> VllmServer | LlamaServer:
 
 async def run(args: argparse.Namespace) -> str:
     server = model_server(args)
-    results: dict[str, list[Turn]] = {}
     if args.model == "full":  # make serve's plan: every core; vLLM compiled, llama.cpp with its 4 slots
         engine = {"ENGINE": "llama.cpp"} if isinstance(server, LlamaServer) else {}
         server.serve(server.log_path, 1800, None, MODELS["full"], **engine)
     else:
         server.start(timeout=900)
     try:
-        for low_water in args.low_water:
-            name = f"low water {low_water:g}"
-            app = ChatApp(
-                server,
-                cpus={1} if args.model == "tiny" else None,
-                extra_env={"CONTEXT_LOW_WATER": str(low_water), "HISTORY": "false"},
-            )
-            app.start()
-            try:
-                results[name] = await long_chat(app, args, f"{name} {time.time_ns()}")
-            finally:
-                app.stop()
+        return await report(server, args)
     finally:
         server.stop()
+
+
+async def report(server: VllmServer | LlamaServer, args: argparse.Namespace) -> str:
+    """The report, measured on a running server: an app per low water, one after the other."""
+    results: dict[str, list[Turn]] = {}
+    for low_water in args.low_water:
+        name = f"low water {low_water:g}"
+        app = ChatApp(
+            server,
+            cpus={1} if args.model == "tiny" else None,
+            extra_env={"CONTEXT_LOW_WATER": str(low_water), "HISTORY": "false"},
+        )
+        app.start()
+        try:
+            results[name] = await long_chat(app, args, f"{name} {time.time_ns()}")
+        finally:
+            app.stop()
     return summary(results) + "\n\n" + table(results)
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's options, the window filled in."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--model", choices=list(MODELS), default="tiny", help="the tiny test model or the full-size one"
@@ -187,8 +193,13 @@ def main() -> int:
         help="CONTEXT_LOW_WATER of each app, comma-separated (1: the fewest turns left out)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.window = args.window or (2048 if args.model == "tiny" else 8192)
+    return args
+
+
+def main() -> int:
+    args = options()
     return publish(asyncio.run(run(args)), args.out, "bench-long-chat")
 
 

@@ -138,35 +138,47 @@ def table(results: dict[str, list[Run]]) -> str:
     return "\n".join(lines)
 
 
+async def behind_the_router(servers: list[VllmServer], args: argparse.Namespace) -> dict[str, list[Run]]:
+    """These servers behind a router of each policy in turn, measured."""
+    results: dict[str, list[Run]] = {}
+    for policy in args.policies:
+        router = RouterServer(f"bench-{policy}", servers, policy=policy)
+        router.start()
+        try:
+            print(f"2 servers behind the router, {policy}:", file=sys.stderr, flush=True)
+            results[f"2 servers, router {policy}"] = await measure(router.base_url, router.api_key, servers, args)
+        finally:
+            router.stop()
+    return results
+
+
+async def alone(server: VllmServer, args: argparse.Namespace) -> dict[str, list[Run]]:
+    """One server alone, measured."""
+    print("1 server alone:", file=sys.stderr, flush=True)
+    return {"1 server alone": await measure(server.base_url, server.api_key, [server], args)}
+
+
 async def run(args: argparse.Namespace) -> str:
     # One core each for the two servers; one server alone gets both (what make serve gives it on this machine).
     servers = [VllmServer(f"bench-router-{n}", max_model_len=args.window, cpus={n}) for n in (0, 1)]
-    results: dict[str, list[Run]] = {}
     try:
         for server in servers:
             server.start(timeout=900)
-        for policy in args.policies:
-            router = RouterServer(f"bench-{policy}", servers, policy=policy)
-            router.start()
-            try:
-                print(f"2 servers behind the router, {policy}:", file=sys.stderr, flush=True)
-                results[f"2 servers, router {policy}"] = await measure(router.base_url, router.api_key, servers, args)
-            finally:
-                router.stop()
+        results = await behind_the_router(servers, args)
     finally:
         for server in servers:
             server.stop()
-    alone = VllmServer("bench-router-alone", max_model_len=args.window, cpus={0, 1})
+    single = VllmServer("bench-router-alone", max_model_len=args.window, cpus={0, 1})
     try:
-        alone.start(timeout=900)
-        print("1 server alone:", file=sys.stderr, flush=True)
-        results["1 server alone"] = await measure(alone.base_url, alone.api_key, [alone], args)
+        single.start(timeout=900)
+        results |= await alone(single, args)
     finally:
-        alone.stop()
+        single.stop()
     return table(results)
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chats", type=lambda t: [int(v) for v in t.split(",")], default=[8, 16, 32])
     parser.add_argument("--turns", type=int, default=4)
@@ -178,7 +190,11 @@ def main() -> int:
         "--policies", type=lambda t: t.split(","), default=["consistent_hash", "round_robin"], help="comma-separated"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = options()
     return publish(asyncio.run(run(args)), args.out, "bench-router")
 
 
