@@ -48,3 +48,11 @@ def test_the_parts_share_out_every_sample(tmp_path):
 
 def test_uvloops_own_work_is_none_of_the_parts_though_the_seam_serves_it():
     assert part_of(UVLOOP) == REST
+
+
+def test_a_frame_named_by_a_docstring_over_several_lines_stays_in_its_sample(tmp_path):
+    # py-spy names some compiled functions (SQLAlchemy's) by their docstring, line breaks and all.
+    named = "Apply Python context manager behavior to transaction objects.\n\n    Performs validation. (__doc__:-1)"
+    raw = tmp_path / "profile.txt"
+    raw.write_text(f"{';'.join(STACKS[HISTORY][:2])};{named} 3\n{';'.join(STACKS[UPSTREAM])} 1\n")
+    assert shares(raw) == {**dict.fromkeys([WEBSOCKET, PACKETS, UPDATES, REST], 0.0), HISTORY: 0.75, UPSTREAM: 0.25}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 # Each part by what its frames' file paths hold, checked from a stack's innermost frame outwards: the first frame
@@ -50,10 +51,20 @@ def part_of(stack: list[str]) -> str:
 def shares(raw: Path) -> dict[str, float]:
     """Each part's share of the profile's samples at work (py-spy's raw format: `frame;frame;… count` a line)."""
     counts: Counter[str] = Counter()
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
+    for stack, count in samples(raw.read_text()):
         frames = stack.split(";")
         if stack and not frames[-1].startswith(WAITING):
-            counts[part_of(frames)] += int(count)
+            counts[part_of(frames)] += count
     total = sum(counts.values()) or 1
     return {part: counts[part] / total for part in [*PARTS, REST]}
+
+
+def samples(text: str) -> Iterator[tuple[str, int]]:
+    """Each stack and its count; a frame py-spy names by a compiled function's docstring runs over several lines."""
+    pending: list[str] = []
+    for line in text.splitlines():
+        pending.append(line)
+        stack, _, count = "\n".join(pending).rpartition(" ")
+        if count.isdigit():
+            yield stack, int(count)
+            pending = []
