@@ -103,11 +103,20 @@ def stop_leftovers() -> None:
             stop_group(process, signal.SIGKILL)
 
 
+# Ports handed out in this run: the system gives a port again once it is closed (a few times in 300 asks), and a
+# server given its port before it listens (one started late on purpose) would find another server on it.
+HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port nobody listens on right now, never handed out before in this run."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in HANDED_OUT:
+            HANDED_OUT.add(port)
+            return port
 
 
 def marked_processes(mark: str) -> list[int]:
