@@ -49,7 +49,7 @@ def part_of(stack: list[str]) -> str:
 
 
 def shares(raw: Path) -> dict[str, float]:
-    """Each part's share of the profile's samples at work (py-spy's raw format: `frame;frame;… count` a line)."""
+    """Each part's share of the profile's samples at work (py-spy's raw format: `frame;frame;… count`)."""
     counts: Counter[str] = Counter()
     for stack, count in samples(raw.read_text()):
         frames = stack.split(";")
